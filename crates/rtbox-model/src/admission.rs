@@ -1,0 +1,303 @@
+//! Flattening the box tree into per-CPU servers, and admission control.
+//!
+//! Flattening (seed 004): a child's server is carved out of its parent's server on the same CPU.
+//! The child keeps its own (Q, P); the parent keeps the remainder of its bandwidth for its own
+//! members, as a server of the parent's period. Because children only split what their parent
+//! owns, a CPU's flattened total equals the sum of its top-level boxes.
+//!
+//! Admission: on every CPU the children fit their parent and the flattened total fits the cap.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::bandwidth::Bandwidth;
+use crate::system::System;
+use crate::time::Nanos;
+
+/// What a flattened server stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The box's whole server (it has no children on this CPU).
+    Whole,
+    /// What is left of the box's server after its children took theirs.
+    Remainder,
+}
+
+/// A server in the flattened view: the bandwidth a box really owns on one CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlatServer {
+    pub cpu: u32,
+    pub box_name: String,
+    pub budget: Nanos,
+    pub period: Nanos,
+    pub bandwidth: Bandwidth,
+    pub role: Role,
+}
+
+/// One CPU's column of the admission table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuLoad {
+    pub cpu: u32,
+    pub servers: Vec<FlatServer>,
+    pub total: Bandwidth,
+    pub cap: Bandwidth,
+}
+
+/// The expected share of a shared (weighted) box on one CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedShare {
+    pub cpu: u32,
+    pub box_name: String,
+    pub weight: u32,
+    pub share: Bandwidth,
+}
+
+/// Why admission control refused a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The top-level boxes on a CPU want more than the cap.
+    OverCap {
+        cpu: u32,
+        boxes: Vec<(String, Bandwidth)>,
+        total: Bandwidth,
+        cap: Bandwidth,
+    },
+    /// A box's children want more than the box has on a CPU.
+    ChildrenOverParent {
+        cpu: u32,
+        parent: String,
+        parent_bandwidth: Bandwidth,
+        children: Vec<(String, Bandwidth)>,
+        total: Bandwidth,
+    },
+    /// A child has a server on a CPU where its parent has none.
+    NoParentServer {
+        cpu: u32,
+        child: String,
+        child_bandwidth: Bandwidth,
+        parent: String,
+    },
+}
+
+/// Enough decimals that `a` and `b` do not print equal when they differ.
+fn digits_for(a: Bandwidth, b: Bandwidth) -> u32 {
+    (2..=12)
+        .find(|&d| a == b || a.format(d) != b.format(d))
+        .unwrap_or(12)
+}
+
+fn sum_list(items: &[(String, Bandwidth)], digits: u32) -> String {
+    items
+        .iter()
+        .map(|(n, b)| format!("{n} ({})", b.format(digits)))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::OverCap {
+                cpu,
+                boxes,
+                total,
+                cap,
+            } => {
+                let d = digits_for(*total, *cap);
+                let noun = if boxes.len() == 1 { "box" } else { "boxes" };
+                write!(
+                    f,
+                    "CPU {cpu}: {noun} {} = {} > cap {}",
+                    sum_list(boxes, d),
+                    total.format(d),
+                    cap.format(d)
+                )
+            }
+            Refusal::ChildrenOverParent {
+                cpu,
+                parent,
+                parent_bandwidth,
+                children,
+                total,
+            } => {
+                let d = digits_for(*total, *parent_bandwidth);
+                write!(
+                    f,
+                    "CPU {cpu}: children of box \"{parent}\": {} = {} > box \"{parent}\" ({})",
+                    sum_list(children, d),
+                    total.format(d),
+                    parent_bandwidth.format(d)
+                )
+            }
+            Refusal::NoParentServer {
+                cpu,
+                child,
+                child_bandwidth,
+                parent,
+            } => write!(
+                f,
+                "CPU {cpu}: box \"{child}\" has a server ({}) but its parent \"{parent}\" has none on this CPU",
+                child_bandwidth.format(digits_for(*child_bandwidth, Bandwidth::ZERO))
+            ),
+        }
+    }
+}
+
+/// The verdict of admission control with its per-CPU table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub cpus: Vec<CpuLoad>,
+    pub shared: Vec<SharedShare>,
+    pub refusals: Vec<Refusal>,
+}
+
+impl Admission {
+    pub fn admitted(&self) -> bool {
+        self.refusals.is_empty()
+    }
+
+    /// The flattened servers of every CPU.
+    pub fn flat_servers(&self) -> impl Iterator<Item = &FlatServer> {
+        self.cpus.iter().flat_map(|c| c.servers.iter())
+    }
+}
+
+/// Flattens the system and checks every CPU.
+pub fn admit(system: &System) -> Admission {
+    let cap = system.platform.cap;
+    let mut refusals = Vec::new();
+    let mut per_cpu: BTreeMap<u32, Vec<FlatServer>> =
+        system.platform.cpus.iter().map(|c| (c, Vec::new())).collect();
+    let mut remainder: BTreeMap<(String, u32), Bandwidth> = BTreeMap::new();
+
+    for b in system.boxes() {
+        for s in &b.servers {
+            let bw = s.bandwidth();
+            let mut children = Vec::new();
+            for child in system.children(b.name()) {
+                if let Some(cs) = child.server_on(s.cpu) {
+                    children.push((child.name().to_string(), cs.bandwidth()));
+                }
+            }
+            let taken: Bandwidth = children.iter().map(|(_, b)| *b).sum();
+            if taken > bw {
+                refusals.push(Refusal::ChildrenOverParent {
+                    cpu: s.cpu,
+                    parent: b.name().to_string(),
+                    parent_bandwidth: bw,
+                    children: children.clone(),
+                    total: taken,
+                });
+            }
+            if let Some(parent) = &b.parent {
+                let parent_box = system.get(parent);
+                if parent_box.and_then(|p| p.server_on(s.cpu)).is_none() {
+                    refusals.push(Refusal::NoParentServer {
+                        cpu: s.cpu,
+                        child: b.name().to_string(),
+                        child_bandwidth: bw,
+                        parent: parent.clone(),
+                    });
+                }
+            }
+            let own = bw.saturating_sub(taken);
+            remainder.insert((b.name().to_string(), s.cpu), own);
+            let (budget, role) = if children.is_empty() {
+                (s.budget, Role::Whole)
+            } else {
+                (own.budget_floor(s.period), Role::Remainder)
+            };
+            if budget > 0 {
+                let bandwidth = if role == Role::Whole { bw } else { own };
+                per_cpu.entry(s.cpu).or_default().push(FlatServer {
+                    cpu: s.cpu,
+                    box_name: b.name().to_string(),
+                    budget,
+                    period: s.period,
+                    bandwidth,
+                    role,
+                });
+            }
+        }
+    }
+
+    let mut cpus = Vec::with_capacity(per_cpu.len());
+    for (cpu, servers) in per_cpu {
+        let top: Vec<(String, Bandwidth)> = system
+            .boxes()
+            .iter()
+            .filter(|b| b.parent.is_none())
+            .filter_map(|b| b.server_on(cpu).map(|s| (b.name().to_string(), s.bandwidth())))
+            .collect();
+        let total: Bandwidth = top.iter().map(|(_, b)| *b).sum();
+        if total > cap {
+            refusals.push(Refusal::OverCap {
+                cpu,
+                boxes: top,
+                total,
+                cap,
+            });
+        }
+        debug_assert!(
+            refusals.iter().any(|r| !matches!(r, Refusal::OverCap { .. }))
+                || servers.iter().map(|s| s.bandwidth).sum::<Bandwidth>() <= total,
+            "flattening created bandwidth on CPU {cpu}"
+        );
+        cpus.push(CpuLoad {
+            cpu,
+            servers,
+            total,
+            cap,
+        });
+    }
+
+    let shared = shared_shares(system, &cpus, &remainder);
+    Admission {
+        cpus,
+        shared,
+        refusals,
+    }
+}
+
+/// Shared boxes split, by weight, what their parent leaves unreserved on each CPU
+/// (RCLinux's shared children, seed 003); at the top, what no box reserves.
+fn shared_shares(
+    system: &System,
+    cpus: &[CpuLoad],
+    remainder: &BTreeMap<(String, u32), Bandwidth>,
+) -> Vec<SharedShare> {
+    let mut out = Vec::new();
+    for load in cpus {
+        let mut groups: BTreeMap<Option<&str>, Vec<(&str, u32)>> = BTreeMap::new();
+        for b in system.boxes() {
+            if let crate::system::Interface::Shared { weight } = b.spec.interface {
+                if b.cpus.contains(load.cpu) {
+                    groups
+                        .entry(b.parent.as_deref())
+                        .or_default()
+                        .push((b.name(), weight));
+                }
+            }
+        }
+        for (parent, members) in groups {
+            let free = match parent {
+                None => Bandwidth::ONE.saturating_sub(load.total),
+                Some(p) => remainder
+                    .get(&(p.to_string(), load.cpu))
+                    .copied()
+                    .unwrap_or(Bandwidth::ZERO),
+            };
+            let weights: u64 = members.iter().map(|(_, w)| u64::from(*w)).sum();
+            for (name, weight) in members {
+                let units = u128::from(free.units()) * u128::from(weight) / u128::from(weights);
+                out.push(SharedShare {
+                    cpu: load.cpu,
+                    box_name: name.to_string(),
+                    weight,
+                    share: Bandwidth::from_units(units as u64),
+                });
+            }
+        }
+    }
+    out
+}

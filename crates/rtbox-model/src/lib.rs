@@ -1,0 +1,29 @@
+//! The rtbox reservation model.
+//!
+//! Vocabulary shared by every rtbox crate: [`Nanos`] (integer time), [`Bandwidth`] (fixed-point
+//! CPU fractions), the [`Platform`], boxes ([`BoxSpec`]) with their [`Interface`], the hard CBS
+//! [`Server`]s an interface becomes, [`TaskSpec`]s, and the validated [`System`]. The
+//! [`admission`] module flattens the box tree into per-CPU servers and runs admission control.
+//!
+//! This crate does no I/O and reads no clock.
+
+pub mod admission;
+pub mod bandwidth;
+pub mod cpuset;
+pub mod error;
+pub mod servers;
+pub mod system;
+pub mod time;
+
+pub use admission::{admit, Admission, CpuLoad, FlatServer, Refusal, Role, SharedShare};
+pub use bandwidth::{Bandwidth, BW_ONE};
+pub use cpuset::CpuSet;
+pub use error::{ModelError, Subject};
+pub use servers::{
+    bdm_server_params, format_control_string, mpr_budgets, parse_control_string, Server,
+};
+pub use system::{
+    Arrival, BoxSpec, Interface, Mode, Placement, Platform, Policy, ResolvedBox, ServerSpec,
+    System, TaskSpec, DEFAULT_CAP,
+};
+pub use time::{format_duration, format_ms, parse_duration, DurationError, Nanos};
