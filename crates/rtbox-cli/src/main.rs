@@ -1,1 +1,38 @@
-fn main() {}
+//! `rtbox`: real-time CPU reservations for groups of Linux tasks.
+//!
+//! A thin front end: each subcommand lives in its own module, parses its arguments, calls the
+//! library crates and decides wording and exit codes. Exit codes: 0 success / admitted /
+//! schedulable, 1 refused / not schedulable, 2 invalid input or usage.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod check;
+
+#[derive(Parser)]
+#[command(name = "rtbox", version, about = "Real-time CPU reservations for groups of Linux tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a configuration, flatten its boxes into servers and run admission control.
+    Check(check::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Check(args) => check::run(args),
+    }
+}
