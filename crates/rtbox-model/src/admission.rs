@@ -166,8 +166,12 @@ impl Admission {
 pub fn admit(system: &System) -> Admission {
     let cap = system.platform.cap;
     let mut refusals = Vec::new();
-    let mut per_cpu: BTreeMap<u32, Vec<FlatServer>> =
-        system.platform.cpus.iter().map(|c| (c, Vec::new())).collect();
+    let mut per_cpu: BTreeMap<u32, Vec<FlatServer>> = system
+        .platform
+        .cpus
+        .iter()
+        .map(|c| (c, Vec::new()))
+        .collect();
     let mut remainder: BTreeMap<(String, u32), Bandwidth> = BTreeMap::new();
 
     for b in system.boxes() {
@@ -227,7 +231,10 @@ pub fn admit(system: &System) -> Admission {
             .boxes()
             .iter()
             .filter(|b| b.parent.is_none())
-            .filter_map(|b| b.server_on(cpu).map(|s| (b.name().to_string(), s.bandwidth())))
+            .filter_map(|b| {
+                b.server_on(cpu)
+                    .map(|s| (b.name().to_string(), s.bandwidth()))
+            })
             .collect();
         let total: Bandwidth = top.iter().map(|(_, b)| *b).sum();
         if total > cap {
@@ -239,7 +246,9 @@ pub fn admit(system: &System) -> Admission {
             });
         }
         debug_assert!(
-            refusals.iter().any(|r| !matches!(r, Refusal::OverCap { .. }))
+            refusals
+                .iter()
+                .any(|r| !matches!(r, Refusal::OverCap { .. }))
                 || servers.iter().map(|s| s.bandwidth).sum::<Bandwidth>() <= total,
             "flattening created bandwidth on CPU {cpu}"
         );

@@ -326,7 +326,8 @@ fn order_boxes(boxes: Vec<BoxSpec>) -> Result<Vec<(BoxSpec, Option<String>)>, Mo
     let mut names = BTreeSet::new();
     let mut with_parent = Vec::with_capacity(boxes.len());
     for spec in boxes {
-        check_name(&spec.name).map_err(|r| ModelError::new(Subject::Box(spec.name.clone()), "name", r))?;
+        check_name(&spec.name)
+            .map_err(|r| ModelError::new(Subject::Box(spec.name.clone()), "name", r))?;
         if !names.insert(spec.name.clone()) {
             return Err(ModelError::new(
                 Subject::Box(spec.name.clone()),
@@ -454,7 +455,11 @@ fn validate_tasks(system: &System, tasks: Vec<TaskSpec>) -> Result<Vec<TaskSpec>
         if !names.insert(t.name.clone()) {
             return Err(ModelError::new(who(), "name", "is used by another task"));
         }
-        for (field, value) in [("wcet", t.wcet), ("period", t.period), ("deadline", t.deadline)] {
+        for (field, value) in [
+            ("wcet", t.wcet),
+            ("period", t.period),
+            ("deadline", t.deadline),
+        ] {
             if value == 0 {
                 return Err(ModelError::new(who(), field, "= 0ns must be positive"));
             }
