@@ -30,9 +30,9 @@ fn subject_key(s: &Subject) -> String {
 impl<'a> Lines<'a> {
     fn note(&mut self, subject: &Subject, field: &str, span: std::ops::Range<usize>) -> usize {
         let line = line_of(self.text, span.start);
+        // The last occurrence wins: for a duplicated name, that is the duplicate.
         self.at
-            .entry((subject_key(subject), field.to_string()))
-            .or_insert(line);
+            .insert((subject_key(subject), field.to_string()), line);
         line
     }
 

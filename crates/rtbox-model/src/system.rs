@@ -26,7 +26,7 @@ pub struct Platform {
 impl Platform {
     pub fn new(cpus: CpuSet, cap: Bandwidth) -> Result<Self, ModelError> {
         if cpus.is_empty() {
-            return Err(ModelError::new(Subject::Platform, "cpus", "no CPUs"));
+            return Err(ModelError::new(Subject::Platform, "cpus", "is empty"));
         }
         if cap == Bandwidth::ZERO || cap > Bandwidth::ONE {
             return Err(ModelError::new(
