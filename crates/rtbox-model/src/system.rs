@@ -433,7 +433,27 @@ fn resolve_box(
             }
             c.clone()
         }
-        (None, Interface::Servers(list)) => list.iter().map(|s| s.cpu).collect(),
+        (None, Interface::Servers(list)) => {
+            if let Some(parent) = parent_box {
+                if let Some((i, s)) = list
+                    .iter()
+                    .enumerate()
+                    .find(|(_, s)| !parent.cpus.contains(s.cpu))
+                {
+                    return Err(ModelError::new(
+                        who(),
+                        format!("interface.servers[{i}].cpu"),
+                        format!(
+                            "= {} is not in its parent \"{}\" ({})",
+                            s.cpu,
+                            parent.name(),
+                            parent.cpus
+                        ),
+                    ));
+                }
+            }
+            list.iter().map(|s| s.cpu).collect()
+        }
         (None, _) => available.clone(),
     };
     let servers = box_servers(&spec.name, &spec.interface, &cpus, platform)?;
