@@ -14,6 +14,7 @@
 //! uniform in [bcet, wcet], else wcet. Tasks without a priority get deadline-monotonic ones.
 
 pub mod baselines;
+pub mod jack;
 pub mod model;
 pub mod output;
 pub mod stats;
