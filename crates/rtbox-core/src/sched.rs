@@ -35,6 +35,7 @@ struct Srv {
     // Scratch of one decision.
     eligible: bool,
     excluded: bool,
+    has_work: bool,
     tent: CbsState,
 }
 
@@ -65,6 +66,8 @@ struct Tk {
     seq: u64,
     /// The vCPU the task sits on (global: assigned by the last decision).
     placed: Option<ServerId>,
+    /// The last vCPU it sat on, to report migrations.
+    last_placed: Option<ServerId>,
     slice_used: Nanos,
 }
 
@@ -91,9 +94,15 @@ pub struct Scheduler {
     background: Vec<TaskId>,
     seq: u64,
     dirty: bool,
+    /// A measured charge exhausted a budget: fire timers at the next advance.
+    timers_due: bool,
+    /// `next_timer` must be recomputed.
+    timer_stale: bool,
     next_timer: Option<Nanos>,
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
+    scratch_servers: Vec<ServerId>,
+    scratch_running: Vec<Option<Running>>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -174,9 +183,13 @@ impl Scheduler {
             background: Vec::new(),
             seq: 0,
             dirty: true,
+            timers_due: false,
+            timer_stale: true,
             next_timer: None,
             events: VecDeque::new(),
             scratch: Vec::new(),
+            scratch_servers: Vec::new(),
+            scratch_running: Vec::new(),
         })
     }
 
@@ -204,6 +217,7 @@ impl Scheduler {
             deadline: 0,
             seq: 0,
             placed: None,
+            last_placed: None,
             slice_used: 0,
         };
         if let Some(r) = p.reservation {
@@ -354,8 +368,10 @@ impl Scheduler {
             .ok_or(CoreError::UnknownServer(server))?;
         s.st = cbs_charge(s.st, ns);
         s.consumed += ns;
+        self.timer_stale = true;
         if cbs_exhausted(s.st) {
             self.dirty = true;
+            self.timers_due = true;
         }
         Ok(())
     }
@@ -363,18 +379,37 @@ impl Scheduler {
     /// Moves time to `now`: charges elapsed time (implicit accounting), throttles exhausted
     /// servers, replenishes those whose time has come, and recomputes every CPU's decision.
     pub fn advance(&mut self, now: Nanos) {
+        self.update(now);
+        if self.dirty {
+            self.decide(now);
+            self.dirty = false;
+            self.timer_stale = true;
+        }
+        // Unchanged decisions keep the same absolute exhaustion and replenishment times.
+        if self.timer_stale {
+            self.next_timer = self.compute_next_timer();
+            self.timer_stale = false;
+        }
+    }
+
+    /// The first half of [`Scheduler::advance`]: charges elapsed time and fires due timers, but
+    /// leaves decisions (and [`Scheduler::next_timer`]) as they were. A driver that will wake or
+    /// block tasks at the same instant calls `update(now)`, then wake/block, then `advance(now)`,
+    /// and saves one decision.
+    pub fn update(&mut self, now: Nanos) {
         debug_assert!(now >= self.now, "time went backwards");
         let dt = now.saturating_sub(self.now);
         if dt > 0 && self.opts.accounting == Accounting::Implicit {
             self.charge_elapsed(dt);
         }
         self.now = now;
-        self.fire_timers(now);
-        if self.dirty {
-            self.decide(now);
-            self.dirty = false;
+        // Nothing can expire before the cached next timer unless a measured charge exhausted a
+        // budget (which sets `timers_due`).
+        if self.timers_due || self.next_timer.is_some_and(|t| t <= now) {
+            self.fire_timers(now);
+            self.timers_due = false;
+            self.timer_stale = true;
         }
-        self.next_timer = self.compute_next_timer();
     }
 
     fn charge_elapsed(&mut self, dt: Nanos) {
@@ -632,6 +667,7 @@ impl Scheduler {
         for i in 0..self.servers.len() {
             let has_work = self.server_has_work(i);
             let s = &mut self.servers[i];
+            s.has_work = has_work;
             s.excluded = false;
             s.eligible = has_work && !s.throttled;
             s.tent = if s.eligible && !s.backlogged {
@@ -670,7 +706,8 @@ impl Scheduler {
             }
         }
         // 4. What runs per CPU: the winner's first member, else background work.
-        let mut new_running: Vec<Option<Running>> = Vec::with_capacity(self.cpus.len());
+        let mut new_running = std::mem::take(&mut self.scratch_running);
+        new_running.clear();
         for c in 0..self.cpus.len() {
             new_running.push(self.cpus[c].winner.and_then(|s| {
                 self.server_head(s).map(|task| Running {
@@ -685,8 +722,8 @@ impl Scheduler {
             self.cpus[c].active_bw = Bandwidth::ZERO;
         }
         for i in 0..self.servers.len() {
-            let has_work = self.server_has_work(i);
             let s = &mut self.servers[i];
+            let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
             if active && !s.backlogged {
                 s.st = s.tent;
@@ -728,6 +765,7 @@ impl Scheduler {
                 self.cpus[c].running = new;
             }
         }
+        self.scratch_running = new_running;
     }
 
     fn server_has_work(&self, i: usize) -> bool {
@@ -760,13 +798,17 @@ impl Scheduler {
     /// then the earliest deadlines. Returns whether anything changed.
     fn trim_surplus(&mut self, b: usize) -> bool {
         let k = self.boxes[b].ready.len();
-        let mut won: Vec<ServerId> = self.boxes[b]
-            .servers
-            .iter()
-            .copied()
-            .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s))
-            .collect();
+        let mut won = std::mem::take(&mut self.scratch_servers);
+        won.clear();
+        won.extend(
+            self.boxes[b]
+                .servers
+                .iter()
+                .copied()
+                .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s)),
+        );
         if won.len() <= k {
+            self.scratch_servers = won;
             return false;
         }
         let top: &[TaskId] = &self.boxes[b].ready[..k];
@@ -777,6 +819,7 @@ impl Scheduler {
         for &s in &won[k..] {
             self.servers[s.index()].excluded = true;
         }
+        self.scratch_servers = won;
         true
     }
 
@@ -784,12 +827,15 @@ impl Scheduler {
     /// that still runs (G-FP invariant of seed 002 section 3.3; migration away from a throttled or
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
-        let mut free: Vec<ServerId> = self.boxes[b]
-            .servers
-            .iter()
-            .copied()
-            .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s))
-            .collect();
+        let mut free = std::mem::take(&mut self.scratch_servers);
+        free.clear();
+        free.extend(
+            self.boxes[b]
+                .servers
+                .iter()
+                .copied()
+                .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s)),
+        );
         let m = free.len();
         let ready = std::mem::take(&mut self.boxes[b].ready);
         let top = m.min(ready.len());
@@ -802,9 +848,12 @@ impl Scheduler {
             }
         }
         free.sort_by_key(|&s| self.servers[s.index()].cpu_idx);
+        for &t in &ready[top..] {
+            self.tasks[t.index()].placed = None;
+        }
         for (&t, &s) in pending.iter().zip(free.iter()) {
             let tk = &mut self.tasks[t.index()];
-            if let Some(from) = tk.placed {
+            if let Some(from) = tk.last_placed.filter(|&f| f != s) {
                 if self.opts.record_events {
                     self.events.push_back(Event::Migrated {
                         at: now,
@@ -815,12 +864,10 @@ impl Scheduler {
                 }
             }
             tk.placed = Some(s);
-        }
-        for &t in &ready[top..] {
-            // Waiting members keep their last vCPU as a preference but sit on none.
-            let _ = t;
+            tk.last_placed = Some(s);
         }
         self.scratch = pending;
+        self.scratch_servers = free;
         self.boxes[b].ready = ready;
     }
 
@@ -938,6 +985,7 @@ impl Srv {
             throttles: 0,
             eligible: false,
             excluded: false,
+            has_work: false,
             tent: st,
         }
     }

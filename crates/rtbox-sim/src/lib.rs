@@ -14,6 +14,7 @@
 //! uniform in [bcet, wcet], else wcet. Tasks without a priority get deadline-monotonic ones.
 
 pub mod baselines;
+pub mod bench;
 pub mod jack;
 pub mod model;
 pub mod output;
@@ -691,10 +692,11 @@ impl<'a> Sim<'a> {
             if timer == Some(next) {
                 self.events += 1;
             }
-            self.model.advance(next);
             if next >= end {
+                self.model.advance(next);
                 break;
             }
+            self.model.update(next);
             for c in 0..self.running.len() {
                 if let Some((t, _)) = self.running[c] {
                     if self.tasks[t].jobs.front().is_some_and(|j| j.left == 0) {

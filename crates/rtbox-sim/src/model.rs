@@ -29,6 +29,11 @@ pub trait Model {
     fn block(&mut self, now: Nanos, task: usize);
     /// Charges elapsed time, fires timers, recomputes decisions.
     fn advance(&mut self, now: Nanos);
+    /// Charges elapsed time and fires timers without deciding; wake/block and `advance` at the
+    /// same instant follow.
+    fn update(&mut self, now: Nanos) {
+        self.advance(now);
+    }
     fn next_timer(&self) -> Option<Nanos>;
     /// (task, server) running on the CPU at index `cpu`.
     fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)>;
@@ -79,6 +84,9 @@ impl Model for RtboxModel {
     }
     fn advance(&mut self, now: Nanos) {
         self.sched.advance(now);
+    }
+    fn update(&mut self, now: Nanos) {
+        self.sched.update(now);
     }
     fn next_timer(&self) -> Option<Nanos> {
         self.sched.next_timer()
