@@ -106,6 +106,27 @@ fn issue4_scenario2_seed002_bdm_vs_rt_throttling() {
         for a in apps {
             assert!(r.task(a).unwrap().jobs > 100, "{a} ran");
         }
+        if model == ModelKind::Rtbox {
+            // Every server got at least its PRM supply bound over every busy window.
+            for sv in &r.servers {
+                for w in &sv.supply {
+                    if let Some(worst) = w.worst {
+                        assert!(
+                            worst >= w.sbf,
+                            "{}: window {} got {worst} < sbf {}",
+                            sv.name,
+                            w.window,
+                            w.sbf
+                        );
+                    }
+                }
+                assert!(
+                    sv.supply.iter().any(|w| w.worst.is_some()),
+                    "{} was measured",
+                    sv.name
+                );
+            }
+        }
         rows.push(misses);
     }
     assert_eq!(rows[0], vec![0; 5], "BDM boxes: no application misses");
