@@ -48,6 +48,10 @@ struct Bx {
     servers: Vec<ServerId>,
     ready: Vec<TaskId>,
     next_pin: usize,
+    /// `ready` is in local-policy order.
+    sorted: bool,
+    /// Its servers that win EDF on their CPU in the current round of a decision.
+    won: Vec<ServerId>,
     /// A shared (weighted) box: no servers, its tasks run in the background.
     shared: bool,
 }
@@ -151,6 +155,8 @@ impl Scheduler {
                 servers: Vec::new(),
                 ready: Vec::new(),
                 next_pin: 0,
+                sorted: true,
+                won: Vec::new(),
                 shared: b.spec.interface.is_shared(),
             })
             .collect();
@@ -324,16 +330,22 @@ impl Scheduler {
         self.seq += 1;
         let seq = self.seq;
         let tk = &mut self.tasks[t.index()];
+        let mut reorder = false;
         if let Some(d) = deadline {
+            reorder = tk.deadline != d;
             tk.deadline = d;
         }
         if !tk.ready {
             tk.ready = true;
             tk.seq = seq;
             tk.slice_used = 0;
+            reorder = true;
             if let Some(b) = tk.box_idx {
                 self.boxes[b].ready.push(t);
             }
+        }
+        if let (true, Some(b)) = (reorder, tk.box_idx) {
+            self.boxes[b].sorted = false;
         }
         self.dirty = true;
         Ok(())
@@ -438,6 +450,9 @@ impl Scheduler {
                     tk.seq = self.seq;
                     tk.slice_used = 0;
                     self.dirty = true;
+                    if let Some(b) = tk.box_idx {
+                        self.boxes[b].sorted = false;
+                    }
                 }
             }
         }
@@ -677,17 +692,27 @@ impl Scheduler {
             };
         }
         for b in 0..self.boxes.len() {
-            if self.boxes[b].ready.len() > 1 {
+            if !self.boxes[b].sorted {
                 let pol = self.boxes[b].policy;
                 let mut ready = std::mem::take(&mut self.boxes[b].ready);
                 ready.sort_by_key(|t| key(pol, &self.tasks[t.index()]));
                 self.boxes[b].ready = ready;
+                self.boxes[b].sorted = true;
             }
         }
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
         loop {
+            for b in 0..self.boxes.len() {
+                self.boxes[b].won.clear();
+            }
             for c in 0..self.cpus.len() {
-                self.cpus[c].winner = self.edf_winner(c);
+                let w = self.edf_winner(c);
+                self.cpus[c].winner = w;
+                if let Some(s) = w {
+                    if let Owner::Box(b) = self.servers[s.index()].owner {
+                        self.boxes[b].won.push(s);
+                    }
+                }
             }
             let mut changed = false;
             for b in 0..self.boxes.len() {
@@ -718,8 +743,11 @@ impl Scheduler {
         }
         self.place_background(&mut new_running);
         // 5. Commit CBS state and check invariants.
-        for c in 0..self.cpus.len() {
-            self.cpus[c].active_bw = Bandwidth::ZERO;
+        let check = cfg!(debug_assertions);
+        if check {
+            for c in 0..self.cpus.len() {
+                self.cpus[c].active_bw = Bandwidth::ZERO;
+            }
         }
         for i in 0..self.servers.len() {
             let s = &mut self.servers[i];
@@ -729,7 +757,7 @@ impl Scheduler {
                 s.st = s.tent;
             }
             s.backlogged = active || (s.throttled && has_work);
-            if active {
+            if check && active {
                 let c = &mut self.cpus[s.cpu_idx];
                 c.active_bw = c.active_bw + s.bw;
             }
@@ -798,19 +826,12 @@ impl Scheduler {
     /// then the earliest deadlines. Returns whether anything changed.
     fn trim_surplus(&mut self, b: usize) -> bool {
         let k = self.boxes[b].ready.len();
-        let mut won = std::mem::take(&mut self.scratch_servers);
-        won.clear();
-        won.extend(
-            self.boxes[b]
-                .servers
-                .iter()
-                .copied()
-                .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s)),
-        );
-        if won.len() <= k {
-            self.scratch_servers = won;
+        if self.boxes[b].won.len() <= k {
             return false;
         }
+        let mut won = std::mem::take(&mut self.scratch_servers);
+        won.clear();
+        won.extend_from_slice(&self.boxes[b].won);
         let top: &[TaskId] = &self.boxes[b].ready[..k];
         won.sort_by_key(|&s| {
             let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
@@ -829,13 +850,7 @@ impl Scheduler {
     fn place_global(&mut self, b: usize, now: Nanos) {
         let mut free = std::mem::take(&mut self.scratch_servers);
         free.clear();
-        free.extend(
-            self.boxes[b]
-                .servers
-                .iter()
-                .copied()
-                .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s)),
-        );
+        free.extend_from_slice(&self.boxes[b].won);
         let m = free.len();
         let ready = std::mem::take(&mut self.boxes[b].ready);
         let top = m.min(ready.len());
