@@ -1304,6 +1304,80 @@ mod tests {
         assert!(err.to_string().contains("\"x\""));
     }
 
+    /// The Linux runtime maps a CPU's EDF order to priorities: dispatch() must list every
+    /// non-throttled server with work, earliest deadline first, with its members in local order.
+    #[test]
+    fn dispatch_exposes_the_edf_order_and_members() {
+        let system = one_cpu_boxes(&[("S1", 3, 6), ("S2", 4, 9)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let a1 = s.add_task(member("a1", "S1", 1)).unwrap();
+        let a2 = s.add_task(member("a2", "S1", 5)).unwrap();
+        let b = s.add_task(member("b", "S2", 1)).unwrap();
+        for t in [a1, a2, b] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        let d = s.dispatch(0);
+        assert_eq!(d.order.len(), 2);
+        assert_eq!((d.order[0].server, d.order[0].deadline), (ServerId(0), 6));
+        assert_eq!(
+            d.order[0].members,
+            vec![a2],
+            "global box: the member placed on the vCPU"
+        );
+        assert_eq!(
+            s.unplaced("S1"),
+            vec![a1],
+            "the other ready member waits unplaced"
+        );
+        assert_eq!((d.order[1].server, d.order[1].deadline), (ServerId(1), 9));
+        assert_eq!(
+            d.running,
+            Some(Running {
+                task: a2,
+                server: Some(ServerId(0))
+            })
+        );
+        s.advance(3); // S1 throttles: it leaves the order.
+        let d = s.dispatch(0);
+        assert_eq!(
+            d.order.iter().map(|x| x.server).collect::<Vec<_>>(),
+            vec![ServerId(1)]
+        );
+    }
+
+    /// A dedicated constrained-deadline reservation goes through the revised wake-up rule.
+    #[test]
+    fn constrained_reservation_uses_the_revised_wakeup_rule() {
+        let system = System::new(Platform::with_cpus(1), vec![], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let r = Reservation {
+            cpu: 0,
+            budget: 20,
+            period: 100,
+            deadline: 40,
+        };
+        let t = s
+            .add_task(TaskParams {
+                reservation: Some(r),
+                ..TaskParams::background("dl", 0)
+            })
+            .unwrap();
+        s.wake(0, t, None).unwrap();
+        s.advance(0);
+        let sid = s.running(0).unwrap().server.unwrap();
+        assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (20, 40));
+        s.advance(10);
+        s.block(10, t).unwrap();
+        s.advance(10);
+        // At 30: c = 10, d - t = 10; 10 * 40 > 10 * 20 overflows; D < P and d not passed:
+        // keep d = 40, c = (40 - 30) * 20 / 40 = 5.
+        s.wake(30, t, None).unwrap();
+        s.advance(30);
+        assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (5, 40));
+        assert_eq!(s.next_timer(), Some(35));
+    }
+
     #[test]
     fn bad_tasks_get_named_errors() {
         let system = one_cpu_boxes(&[("S", 5, 10)]);
