@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod analyze;
 mod check;
 mod table;
 
@@ -26,6 +27,8 @@ struct Cli {
 enum Command {
     /// Validate a configuration, flatten its boxes into servers and run admission control.
     Check(check::Args),
+    /// Schedulability of each box's tasks, or the smallest interface that makes them schedulable.
+    Analyze(analyze::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,5 +42,6 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Analyze(args) => analyze::run(args),
     }
 }
