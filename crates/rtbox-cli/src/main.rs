@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod analyze;
 mod check;
 mod sim;
 mod table;
@@ -29,6 +30,8 @@ enum Command {
     Check(check::Args),
     /// Simulate a configuration in virtual time (rtbox or a Linux baseline model).
     Sim(sim::Args),
+    /// Schedulability of each box's tasks, or the smallest interface that makes them schedulable.
+    Analyze(analyze::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +46,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Analyze(args) => analyze::run(args),
     }
 }
