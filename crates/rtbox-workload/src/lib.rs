@@ -8,7 +8,10 @@
 //!
 //! A pure library: no I/O, no clock; text comes in and goes out as strings.
 
+pub mod json;
 pub mod rng;
+pub mod rtapp;
+pub mod rtapp_log;
 pub mod stats;
 pub mod taskset;
 pub mod utilization;

@@ -92,10 +92,12 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_and_different_seeds_differ() {
-        let a: Vec<u64> = (0..8).map({
-            let mut r = Rng::seed(7);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..8)
+            .map({
+                let mut r = Rng::seed(7);
+                move |_| r.next_u64()
+            })
+            .collect();
         let mut r = Rng::seed(7);
         let b: Vec<u64> = (0..8).map(|_| r.next_u64()).collect();
         assert_eq!(a, b);

@@ -127,11 +127,17 @@ impl TaskSetParams {
             return Err(bad("tasks", "= 0: a task set needs at least one task"));
         }
         if !(self.max_task_util > 0.0 && self.max_task_util.is_finite()) {
-            return Err(bad("max_task_util", format!("= {} must be positive", self.max_task_util)));
+            return Err(bad(
+                "max_task_util",
+                format!("= {} must be positive", self.max_task_util),
+            ));
         }
         let cap_sum = self.tasks as f64 * self.max_task_util;
         if !(self.utilization > 0.0 && self.utilization.is_finite()) {
-            return Err(bad("utilization", format!("= {} must be positive", self.utilization)));
+            return Err(bad(
+                "utilization",
+                format!("= {} must be positive", self.utilization),
+            ));
         }
         if self.method != UtilMethod::UUniFast && self.utilization > cap_sum {
             return Err(bad(
@@ -157,7 +163,10 @@ impl TaskSetParams {
         if self.period_max < self.period_min {
             return Err(bad(
                 "period_max",
-                format!("= {}ns is below period_min {}ns", self.period_max, self.period_min),
+                format!(
+                    "= {}ns is below period_min {}ns",
+                    self.period_max, self.period_min
+                ),
             ));
         }
         Ok(())
@@ -171,12 +180,8 @@ impl TaskSetParams {
             .iter()
             .enumerate()
             .map(|(i, &u)| {
-                let period = log_uniform_period(
-                    rng,
-                    self.period_min,
-                    self.period_max,
-                    self.granularity,
-                );
+                let period =
+                    log_uniform_period(rng, self.period_min, self.period_max, self.granularity);
                 let wcet = wcet_of(u, period);
                 let deadline = match self.deadlines {
                     Deadlines::Implicit => period,
@@ -207,14 +212,10 @@ impl TaskSetParams {
             )
             .map(|(u, _)| u)
             .map_err(to_gen),
-            UtilMethod::RandFixedSum => rand_fixed_sum(
-                rng,
-                self.tasks,
-                self.utilization,
-                0.0,
-                self.max_task_util,
-            )
-            .map_err(to_gen),
+            UtilMethod::RandFixedSum => {
+                rand_fixed_sum(rng, self.tasks, self.utilization, 0.0, self.max_task_util)
+                    .map_err(to_gen)
+            }
         }
     }
 }
@@ -258,10 +259,7 @@ pub fn assign_deadline_monotonic(tasks: &mut [TaskSpec]) {
 
 /// Sum of C/T of a task set, in CPUs (float: for reports only).
 pub fn utilization_of(tasks: &[TaskSpec]) -> f64 {
-    tasks
-        .iter()
-        .map(|t| t.wcet as f64 / t.period as f64)
-        .sum()
+    tasks.iter().map(|t| t.wcet as f64 / t.period as f64).sum()
 }
 
 #[cfg(test)]

@@ -134,8 +134,7 @@ fn unit_cube_fixed_sum(rng: &mut Rng, n: usize, s: f64) -> Vec<f64> {
     let k = (s.floor() as usize).min(n - 1);
     let s = s.clamp(k as f64, (k + 1) as f64);
     // Distances of s from the layer boundaries: above[j] = s - (k - j), below[j] = (k + n - j) - s.
-    let above: Vec<f64> = (0..n).map(|j| s - k as f64 + j as f64)
-        .collect();
+    let above: Vec<f64> = (0..n).map(|j| s - k as f64 + j as f64).collect();
     let below: Vec<f64> = (0..n).map(|j| (k + n - j) as f64 - s).collect();
     // vol[m-1][j] for m = 1..=n dimensions, j = 0..=n layers; the seed value is large so that
     // the ratios keep precision (only ratios matter).
@@ -200,10 +199,19 @@ mod tests {
     fn rand_fixed_sum_respects_bounds_and_sum() {
         let mut rng = Rng::seed(4);
         for n in 1..30 {
-            for total in [0.0, 0.3 * n as f64, 0.5 * n as f64, 0.97 * n as f64, n as f64] {
+            for total in [
+                0.0,
+                0.3 * n as f64,
+                0.5 * n as f64,
+                0.97 * n as f64,
+                n as f64,
+            ] {
                 let u = rand_fixed_sum(&mut rng, n, total, 0.0, 1.0).unwrap();
                 assert!(u.iter().all(|&x| (0.0..=1.0).contains(&x)), "{u:?}");
-                assert!((u.iter().sum::<f64>() - total).abs() < 1e-9, "n {n} total {total}");
+                assert!(
+                    (u.iter().sum::<f64>() - total).abs() < 1e-9,
+                    "n {n} total {total}"
+                );
             }
         }
         let u = rand_fixed_sum(&mut rng, 5, 2.0, 0.1, 0.6).unwrap();

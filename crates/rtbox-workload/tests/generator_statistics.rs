@@ -2,9 +2,7 @@
 //! (analysis-facts.md, "Task-set generation"). Each check is a real statistical test at
 //! significance 0.001 with a fixed seed, so CI is stable and a wrong generator still fails.
 
-use rtbox_workload::stats::{
-    beta_1_b_cdf, fixed_sum_marginal_cdf, ks_critical_0001, ks_statistic,
-};
+use rtbox_workload::stats::{beta_1_b_cdf, fixed_sum_marginal_cdf, ks_critical_0001, ks_statistic};
 use rtbox_workload::utilization::{rand_fixed_sum, uunifast, uunifast_discard, within_cap};
 use rtbox_workload::Rng;
 
@@ -71,7 +69,10 @@ fn randfixedsum_marginals_match_the_exact_law_for_small_n() {
                 .map(|_| rand_fixed_sum(&mut rng, n, total, 0.0, 1.0).unwrap()[pos])
                 .collect();
             let d = ks_statistic(&xs, |x| fixed_sum_marginal_cdf(n, total, x));
-            assert!(d < ks_critical_0001(SAMPLES), "n {n} U {total} pos {pos}: KS {d}");
+            assert!(
+                d < ks_critical_0001(SAMPLES),
+                "n {n} U {total} pos {pos}: KS {d}"
+            );
         }
     }
 }
