@@ -1,7 +1,12 @@
-//! `rtbox check FILE [--json]`.
+//! `rtbox check FILE [--json]`: validate, flatten, admit, and print the per-CPU table.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use rtbox_model::{admit, format_ms, Admission, Role};
+use serde_json::json;
+
+use crate::table::{Align, Table};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -12,7 +17,122 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("rtbox check: not wired yet");
-    ExitCode::from(2)
+pub fn run(args: Args) -> ExitCode {
+    let system = match rtbox_config::load_file(&args.file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rtbox check: {}: {e}", args.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let admission = admit(&system);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&admission)).unwrap_or_default()
+        );
+    } else {
+        print!("{}", render(&admission));
+        if !admission.admitted() {
+            for r in &admission.refusals {
+                eprintln!("rtbox check: refused: {r}");
+            }
+        }
+    }
+    ExitCode::from(if admission.admitted() { 0 } else { 1 })
+}
+
+/// The human table: one block per CPU.
+pub fn render(a: &Admission) -> String {
+    let mut out = String::new();
+    for load in &a.cpus {
+        if load.servers.is_empty() {
+            out.push_str(&format!(
+                "CPU {}: no servers (cap {})\n",
+                load.cpu,
+                load.cap.format(2)
+            ));
+            continue;
+        }
+        let mut t = Table::new(
+            &["server", "box", "Q", "P", "Q/P", "note"],
+            &[
+                Align::Left,
+                Align::Left,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+                Align::Left,
+            ],
+        );
+        for s in &load.servers {
+            t.row(vec![
+                format!("{}@{}", s.box_name, s.cpu),
+                s.box_name.clone(),
+                format_ms(s.budget),
+                format_ms(s.period),
+                s.bandwidth.format(4),
+                match s.role {
+                    Role::Whole => String::new(),
+                    Role::Remainder => "remainder after children".into(),
+                },
+            ]);
+        }
+        let verdict = if load.total <= load.cap { "<=" } else { ">" };
+        t.row(vec![
+            "total".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            load.total.format(4),
+            format!("{verdict} cap {}", load.cap.format(2)),
+        ]);
+        out.push_str(&format!("CPU {}\n", load.cpu));
+        out.push_str(&t.render(2));
+    }
+    if !a.shared.is_empty() {
+        out.push_str("shared boxes (expected share of the unreserved CPU)\n");
+        let mut t = Table::new(
+            &["box", "CPU", "weight", "share"],
+            &[Align::Left, Align::Right, Align::Right, Align::Right],
+        );
+        for s in &a.shared {
+            t.row(vec![
+                s.box_name.clone(),
+                s.cpu.to_string(),
+                s.weight.to_string(),
+                s.share.format(4),
+            ]);
+        }
+        out.push_str(&t.render(2));
+    }
+    out.push_str(if a.admitted() {
+        "admitted\n"
+    } else {
+        "refused\n"
+    });
+    out
+}
+
+pub fn to_json(a: &Admission) -> serde_json::Value {
+    json!({
+        "admitted": a.admitted(),
+        "cpus": a.cpus.iter().map(|c| json!({
+            "cpu": c.cpu,
+            "total": c.total.as_f64(),
+            "cap": c.cap.as_f64(),
+            "servers": c.servers.iter().map(|s| json!({
+                "box": s.box_name,
+                "cpu": s.cpu,
+                "budget_ns": s.budget,
+                "period_ns": s.period,
+                "bandwidth": s.bandwidth.as_f64(),
+                "role": match s.role { Role::Whole => "whole", Role::Remainder => "remainder" },
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "shared": a.shared.iter().map(|s| json!({
+            "box": s.box_name, "cpu": s.cpu, "weight": s.weight, "share": s.share.as_f64(),
+        })).collect::<Vec<_>>(),
+        "refusals": a.refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+    })
 }

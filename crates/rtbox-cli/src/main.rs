@@ -9,9 +9,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod table;
 
 #[derive(Parser)]
-#[command(name = "rtbox", version, about = "Real-time CPU reservations for groups of Linux tasks")]
+#[command(
+    name = "rtbox",
+    version,
+    about = "Real-time CPU reservations for groups of Linux tasks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

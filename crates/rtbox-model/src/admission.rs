@@ -166,8 +166,12 @@ impl Admission {
 pub fn admit(system: &System) -> Admission {
     let cap = system.platform.cap;
     let mut refusals = Vec::new();
-    let mut per_cpu: BTreeMap<u32, Vec<FlatServer>> =
-        system.platform.cpus.iter().map(|c| (c, Vec::new())).collect();
+    let mut per_cpu: BTreeMap<u32, Vec<FlatServer>> = system
+        .platform
+        .cpus
+        .iter()
+        .map(|c| (c, Vec::new()))
+        .collect();
     let mut remainder: BTreeMap<(String, u32), Bandwidth> = BTreeMap::new();
 
     for b in system.boxes() {
@@ -227,7 +231,10 @@ pub fn admit(system: &System) -> Admission {
             .boxes()
             .iter()
             .filter(|b| b.parent.is_none())
-            .filter_map(|b| b.server_on(cpu).map(|s| (b.name().to_string(), s.bandwidth())))
+            .filter_map(|b| {
+                b.server_on(cpu)
+                    .map(|s| (b.name().to_string(), s.bandwidth()))
+            })
             .collect();
         let total: Bandwidth = top.iter().map(|(_, b)| *b).sum();
         if total > cap {
@@ -239,7 +246,9 @@ pub fn admit(system: &System) -> Admission {
             });
         }
         debug_assert!(
-            refusals.iter().any(|r| !matches!(r, Refusal::OverCap { .. }))
+            refusals
+                .iter()
+                .any(|r| !matches!(r, Refusal::OverCap { .. }))
                 || servers.iter().map(|s| s.bandwidth).sum::<Bandwidth>() <= total,
             "flattening created bandwidth on CPU {cpu}"
         );
@@ -300,4 +309,193 @@ fn shared_shares(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::{BoxSpec, Interface, Platform, System};
+    use crate::CpuSet;
+    use proptest::prelude::*;
+
+    fn per_cpu(name: &str, q: u64, p: u64) -> BoxSpec {
+        BoxSpec::new(
+            name,
+            Interface::PerCpu {
+                budget: q,
+                period: p,
+            },
+        )
+    }
+
+    fn system(cpus: u32, boxes: Vec<BoxSpec>) -> System {
+        System::new(Platform::with_cpus(cpus), boxes, vec![]).expect("valid system")
+    }
+
+    #[test]
+    fn children_are_carved_out_of_the_parent() {
+        let s = system(
+            1,
+            vec![
+                per_cpu("m", 50, 100),
+                per_cpu("m/a", 20, 100),
+                per_cpu("m/b", 5, 50),
+            ],
+        );
+        let a = admit(&s);
+        assert!(a.admitted(), "{:?}", a.refusals);
+        let m = a.flat_servers().find(|f| f.box_name == "m").unwrap();
+        assert_eq!(m.role, Role::Remainder);
+        assert_eq!((m.budget, m.period), (20, 100));
+        assert_eq!(a.cpus[0].total, Bandwidth::of(1, 2));
+        let sum: Bandwidth = a.flat_servers().map(|f| f.bandwidth).sum();
+        assert_eq!(sum, a.cpus[0].total);
+    }
+
+    #[test]
+    fn children_over_parent_are_refused_with_numbers() {
+        let s = system(
+            1,
+            vec![
+                per_cpu("m", 50, 100),
+                per_cpu("m/a", 40, 100),
+                per_cpu("m/b", 20, 100),
+            ],
+        );
+        let a = admit(&s);
+        assert_eq!(
+            a.refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            vec!["CPU 0: children of box \"m\": m/a (0.40) + m/b (0.20) = 0.60 > box \"m\" (0.50)"]
+        );
+    }
+
+    #[test]
+    fn a_child_needs_its_parent_on_the_same_cpu() {
+        let mut parent = per_cpu("m", 50, 100);
+        parent.cpus = Some(CpuSet::parse("0").unwrap());
+        let s = system(
+            2,
+            vec![
+                parent,
+                BoxSpec::new(
+                    "m/a",
+                    Interface::PerCpu {
+                        budget: 1,
+                        period: 10,
+                    },
+                ),
+            ],
+        );
+        // The child inherits its parent's CPUs by default, so it fits...
+        assert!(admit(&s).admitted());
+        // ...but explicit servers on another CPU are refused (the model refuses CPUs outside
+        // the parent's set already at validation).
+        let mut parent = per_cpu("m", 50, 100);
+        parent.cpus = Some(CpuSet::parse("0").unwrap());
+        let child = BoxSpec::new(
+            "m/a",
+            Interface::Servers(vec![crate::ServerSpec {
+                cpu: 1,
+                budget: 1,
+                period: 10,
+            }]),
+        );
+        let err = System::new(Platform::with_cpus(2), vec![parent, child], vec![]).unwrap_err();
+        assert!(err.to_string().contains("not in its parent"), "{err}");
+    }
+
+    #[test]
+    fn cap_decides_with_exact_decimals() {
+        // 0.6 + 0.35 = 0.95 exactly fits the 0.95 cap; one more nanosecond does not.
+        assert!(admit(&system(
+            1,
+            vec![per_cpu("a", 60, 100), per_cpu("b", 35, 100)]
+        ))
+        .admitted());
+        let a = admit(&system(
+            1,
+            vec![per_cpu("a", 60, 100), per_cpu("b", 35_000_001, 100_000_000)],
+        ));
+        assert!(!a.admitted());
+        let msg = a.refusals[0].to_string();
+        assert!(
+            msg.contains("> cap 0.95") && msg.contains("0.95000001"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn shared_boxes_split_the_unreserved_rest_by_weight() {
+        let s = system(
+            1,
+            vec![
+                per_cpu("r1", 48, 100),
+                BoxSpec::new("s1", Interface::Shared { weight: 1 }),
+                BoxSpec::new("s3", Interface::Shared { weight: 3 }),
+            ],
+        );
+        let a = admit(&s);
+        let share = |n: &str| a.shared.iter().find(|x| x.box_name == n).unwrap().share;
+        assert_eq!(share("s1"), Bandwidth::of(13, 100));
+        assert_eq!(share("s3"), Bandwidth::of(39, 100));
+    }
+
+    fn arb_box() -> impl Strategy<Value = (u64, u64, u8)> {
+        (1u64..1_000, 1u64..1_000, 1u8..4).prop_map(|(q, p, mask)| (q.min(p), p, mask))
+    }
+
+    proptest! {
+        /// Admission agrees with an independent exact check of sum Q/P <= cap (rational
+        /// arithmetic on the rounded-up server bandwidths), and removing a box never turns an
+        /// admitted set into a refused one.
+        #[test]
+        fn admission_is_the_per_cpu_sum(boxes in proptest::collection::vec(arb_box(), 1..8)) {
+            let specs: Vec<BoxSpec> = boxes.iter().enumerate().map(|(i, &(q, p, mask))| {
+                let mut b = per_cpu(&format!("b{i}"), q, p);
+                b.cpus = Some((0..2).filter(|c| mask & (1 << c) != 0).collect());
+                b
+            }).collect();
+            let s = system(2, specs.clone());
+            let a = admit(&s);
+            let cap = s.platform.cap;
+            let expected = (0..2u32).all(|cpu| {
+                boxes.iter().filter(|b| b.2 & (1 << cpu) != 0)
+                    .map(|&(q, p, _)| Bandwidth::of(q, p)).sum::<Bandwidth>() <= cap
+            });
+            prop_assert_eq!(a.admitted(), expected);
+            if a.admitted() {
+                for load in &a.cpus {
+                    prop_assert!(load.total <= cap);
+                }
+                let mut fewer = specs;
+                fewer.pop();
+                prop_assert!(admit(&system(2, fewer)).admitted());
+            }
+        }
+
+        /// Flattening never creates bandwidth: on every CPU the flattened servers sum to at
+        /// most the top-level total, and children always fit an admitted parent.
+        #[test]
+        fn flattening_conserves_bandwidth(
+            parent in (1u64..100, 100u64..200),
+            kids in proptest::collection::vec((1u64..50, 50u64..400), 0..5),
+        ) {
+            let mut specs = vec![per_cpu("p", parent.0, parent.1)];
+            for (i, &(q, p)) in kids.iter().enumerate() {
+                specs.push(per_cpu(&format!("p/k{i}"), q, p));
+            }
+            let a = admit(&system(1, specs));
+            let flat: Bandwidth = a.flat_servers().map(|f| f.bandwidth).sum();
+            let kids_bw: Bandwidth = kids.iter().map(|&(q, p)| Bandwidth::of(q, p)).sum();
+            let fits = kids_bw <= Bandwidth::of(parent.0, parent.1);
+            if fits {
+                prop_assert!(flat <= a.cpus[0].total);
+            }
+            prop_assert_eq!(a.admitted(), fits && Bandwidth::of(parent.0, parent.1) <= s_cap());
+        }
+    }
+
+    fn s_cap() -> Bandwidth {
+        Bandwidth::parse_decimal(crate::DEFAULT_CAP).unwrap()
+    }
 }

@@ -56,7 +56,7 @@ impl Bandwidth {
     /// Converts a float from the edge (a TOML number, a CLI flag), rounding to the nearest unit.
     /// Returns `None` for NaN, negatives and values above 2^20 CPUs.
     pub fn from_f64(x: f64) -> Option<Self> {
-        if !x.is_finite() || x < 0.0 || x > 1_048_576.0 {
+        if !x.is_finite() || !(0.0..=1_048_576.0).contains(&x) {
             return None;
         }
         Some(Bandwidth((x * BW_ONE as f64).round() as u64))
@@ -130,15 +130,24 @@ mod tests {
     #[test]
     fn ratio_rounds_up() {
         assert_eq!(Bandwidth::of(1, 3).units(), 333_333_333_334);
-        assert_eq!(Bandwidth::of(30, 100), Bandwidth::parse_decimal("0.3").unwrap());
+        assert_eq!(
+            Bandwidth::of(30, 100),
+            Bandwidth::parse_decimal("0.3").unwrap()
+        );
         assert_eq!(Bandwidth::of(5, 5), Bandwidth::ONE);
     }
 
     #[test]
     fn decimals_are_exact() {
-        assert_eq!(Bandwidth::parse_decimal("0.95").unwrap().units(), 950_000_000_000);
+        assert_eq!(
+            Bandwidth::parse_decimal("0.95").unwrap().units(),
+            950_000_000_000
+        );
         assert_eq!(Bandwidth::from_f64(0.72), Bandwidth::parse_decimal("0.72"));
-        assert_eq!(Bandwidth::parse_decimal("0.72").unwrap().to_string(), "0.72");
+        assert_eq!(
+            Bandwidth::parse_decimal("0.72").unwrap().to_string(),
+            "0.72"
+        );
         assert_eq!(Bandwidth::parse_decimal("1.0000000000001"), None);
         assert_eq!(Bandwidth::from_f64(f64::NAN), None);
         assert_eq!(Bandwidth::from_f64(-0.1), None);

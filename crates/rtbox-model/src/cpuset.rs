@@ -89,7 +89,9 @@ fn parse_cpu(s: &str) -> Result<u32, CpuListError> {
     let s = s.trim();
     match s.parse::<u32>() {
         Ok(c) if c <= MAX_CPU => Ok(c),
-        Ok(c) => Err(CpuListError(format!("CPU {c} is above the limit {MAX_CPU}"))),
+        Ok(c) => Err(CpuListError(format!(
+            "CPU {c} is above the limit {MAX_CPU}"
+        ))),
         Err(_) => Err(CpuListError(format!("\"{s}\" is not a CPU number"))),
     }
 }

@@ -39,7 +39,10 @@ impl fmt::Display for ModelError {
         }
         if self.field.is_empty() {
             write!(f, "{}", self.reason)
-        } else if self.reason.starts_with('=') {
+        } else if ["=", "is ", "forms ", "lists "]
+            .iter()
+            .any(|p| self.reason.starts_with(p))
+        {
             write!(f, "{} {}", self.field, self.reason)
         } else {
             write!(f, "{}: {}", self.field, self.reason)

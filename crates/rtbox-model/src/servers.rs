@@ -59,13 +59,20 @@ pub fn box_servers(
     cpus: &CpuSet,
     platform: &Platform,
 ) -> Result<Vec<Server>, ModelError> {
-    let err = |field: &str, reason: String| ModelError::new(Subject::Box(name.into()), field, reason);
+    let err =
+        |field: &str, reason: String| ModelError::new(Subject::Box(name.into()), field, reason);
     let check_qp = |field: &str, budget: Nanos, period: Nanos| -> Result<(), ModelError> {
         if period == 0 {
-            return Err(err(&format!("{field}.period"), "= 0ns must be positive".into()));
+            return Err(err(
+                &format!("{field}.period"),
+                "= 0ns must be positive".into(),
+            ));
         }
         if budget == 0 {
-            return Err(err(&format!("{field}.budget"), "= 0ns must be positive".into()));
+            return Err(err(
+                &format!("{field}.budget"),
+                "= 0ns must be positive".into(),
+            ));
         }
         if budget > period {
             return Err(err(
@@ -91,7 +98,10 @@ pub fn box_servers(
                 if !platform.cpus.contains(s.cpu) {
                     return Err(err(
                         &format!("{field}.cpu"),
-                        format!("= {} is not a CPU of the platform ({})", s.cpu, platform.cpus),
+                        format!(
+                            "= {} is not a CPU of the platform ({})",
+                            s.cpu, platform.cpus
+                        ),
                     ));
                 }
                 if !cpus.contains(s.cpu) {
@@ -129,7 +139,10 @@ pub fn box_servers(
         }
         Interface::Bdm { alpha, delta } => {
             if *alpha == Bandwidth::ZERO || *alpha >= Bandwidth::ONE {
-                return Err(err("interface.bdm.alpha", format!("= {alpha} is not in (0, 1)")));
+                return Err(err(
+                    "interface.bdm.alpha",
+                    format!("= {alpha} is not in (0, 1)"),
+                ));
             }
             if *delta == 0 {
                 return Err(err("interface.bdm.delta", "= 0ns must be positive".into()));
@@ -165,7 +178,10 @@ pub fn box_servers(
             if *m as usize > cpus.len() {
                 return Err(err(
                     "interface.mpr.m",
-                    format!("= {m} is larger than the box's {} CPUs ({cpus})", cpus.len()),
+                    format!(
+                        "= {m} is larger than the box's {} CPUs ({cpus})",
+                        cpus.len()
+                    ),
                 ));
             }
             if u128::from(*theta) > u128::from(*m) * u128::from(*pi) {
@@ -192,7 +208,10 @@ pub fn box_servers(
         }
         Interface::Shared { weight } => {
             if *weight == 0 {
-                return Err(err("interface.shared.weight", "= 0 must be at least 1".into()));
+                return Err(err(
+                    "interface.shared.weight",
+                    "= 0 must be at least 1".into(),
+                ));
             }
             Ok(Vec::new())
         }
@@ -218,7 +237,7 @@ pub fn parse_control_string(text: &str) -> Result<Vec<ServerSpec>, ControlString
     if words.is_empty() {
         return Err(ControlStringError("is empty".into()));
     }
-    if words.len() % 2 != 0 {
+    if !words.len().is_multiple_of(2) {
         return Err(ControlStringError(format!(
             "\"{text}\" must be pairs of \"CPU budget/period\" (microseconds); found {} words",
             words.len()
@@ -226,9 +245,9 @@ pub fn parse_control_string(text: &str) -> Result<Vec<ServerSpec>, ControlString
     }
     let mut out = Vec::with_capacity(words.len() / 2);
     for pair in words.chunks(2) {
-        let cpu = pair[0].parse::<u32>().map_err(|_| {
-            ControlStringError(format!("\"{}\" is not a CPU number", pair[0]))
-        })?;
+        let cpu = pair[0]
+            .parse::<u32>()
+            .map_err(|_| ControlStringError(format!("\"{}\" is not a CPU number", pair[0])))?;
         let (q, p) = pair[1].split_once('/').ok_or_else(|| {
             ControlStringError(format!(
                 "\"{}\" after CPU {cpu} is not budget/period in microseconds",
@@ -278,12 +297,14 @@ mod tests {
     #[test]
     fn bdm_matches_seed_002_table_1() {
         // Y1: alpha 0.72, Delta 20 ms -> P = 35.714 ms, Q = 25.714 ms.
-        let (q, p) = bdm_server_params(Bandwidth::parse_decimal("0.72").unwrap(), 20_000_000).unwrap();
+        let (q, p) =
+            bdm_server_params(Bandwidth::parse_decimal("0.72").unwrap(), 20_000_000).unwrap();
         assert_eq!(format_ms(q), "25.714 ms");
         assert_eq!(format_ms(p), "35.714 ms");
         assert!(2 * (p - q) <= 20_000_000);
         // Y2: alpha 0.22 -> P = 12.821 ms, Q = 2.821 ms.
-        let (q, p) = bdm_server_params(Bandwidth::parse_decimal("0.22").unwrap(), 20_000_000).unwrap();
+        let (q, p) =
+            bdm_server_params(Bandwidth::parse_decimal("0.22").unwrap(), 20_000_000).unwrap();
         assert_eq!(format_ms(q), "2.821 ms");
         assert_eq!(format_ms(p), "12.821 ms");
     }
@@ -298,17 +319,43 @@ mod tests {
     fn control_string_round_trips() {
         let s = "0 100000/1000000 1 20000/500000";
         let servers = parse_control_string(s).unwrap();
-        assert_eq!(servers[0], ServerSpec { cpu: 0, budget: 100_000_000, period: 1_000_000_000 });
-        assert_eq!(servers[1], ServerSpec { cpu: 1, budget: 20_000_000, period: 500_000_000 });
+        assert_eq!(
+            servers[0],
+            ServerSpec {
+                cpu: 0,
+                budget: 100_000_000,
+                period: 1_000_000_000
+            }
+        );
+        assert_eq!(
+            servers[1],
+            ServerSpec {
+                cpu: 1,
+                budget: 20_000_000,
+                period: 500_000_000
+            }
+        );
         assert_eq!(format_control_string(&servers), s);
     }
 
     #[test]
     fn control_string_errors_name_the_word() {
-        assert!(parse_control_string("0 100000/1000000 1").unwrap_err().0.contains("pairs"));
-        assert!(parse_control_string("x 1/2").unwrap_err().0.contains("\"x\""));
-        assert!(parse_control_string("0 12").unwrap_err().0.contains("budget/period"));
-        assert!(parse_control_string("0 1/-2").unwrap_err().0.contains("period"));
+        assert!(parse_control_string("0 100000/1000000 1")
+            .unwrap_err()
+            .0
+            .contains("pairs"));
+        assert!(parse_control_string("x 1/2")
+            .unwrap_err()
+            .0
+            .contains("\"x\""));
+        assert!(parse_control_string("0 12")
+            .unwrap_err()
+            .0
+            .contains("budget/period"));
+        assert!(parse_control_string("0 1/-2")
+            .unwrap_err()
+            .0
+            .contains("period"));
         assert!(parse_control_string("").is_err());
     }
 

@@ -26,7 +26,7 @@ pub struct Platform {
 impl Platform {
     pub fn new(cpus: CpuSet, cap: Bandwidth) -> Result<Self, ModelError> {
         if cpus.is_empty() {
-            return Err(ModelError::new(Subject::Platform, "cpus", "no CPUs"));
+            return Err(ModelError::new(Subject::Platform, "cpus", "is empty"));
         }
         if cap == Bandwidth::ZERO || cap > Bandwidth::ONE {
             return Err(ModelError::new(
@@ -326,7 +326,8 @@ fn order_boxes(boxes: Vec<BoxSpec>) -> Result<Vec<(BoxSpec, Option<String>)>, Mo
     let mut names = BTreeSet::new();
     let mut with_parent = Vec::with_capacity(boxes.len());
     for spec in boxes {
-        check_name(&spec.name).map_err(|r| ModelError::new(Subject::Box(spec.name.clone()), "name", r))?;
+        check_name(&spec.name)
+            .map_err(|r| ModelError::new(Subject::Box(spec.name.clone()), "name", r))?;
         if !names.insert(spec.name.clone()) {
             return Err(ModelError::new(
                 Subject::Box(spec.name.clone()),
@@ -432,7 +433,27 @@ fn resolve_box(
             }
             c.clone()
         }
-        (None, Interface::Servers(list)) => list.iter().map(|s| s.cpu).collect(),
+        (None, Interface::Servers(list)) => {
+            if let Some(parent) = parent_box {
+                if let Some((i, s)) = list
+                    .iter()
+                    .enumerate()
+                    .find(|(_, s)| !parent.cpus.contains(s.cpu))
+                {
+                    return Err(ModelError::new(
+                        who(),
+                        format!("interface.servers[{i}].cpu"),
+                        format!(
+                            "= {} is not in its parent \"{}\" ({})",
+                            s.cpu,
+                            parent.name(),
+                            parent.cpus
+                        ),
+                    ));
+                }
+            }
+            list.iter().map(|s| s.cpu).collect()
+        }
         (None, _) => available.clone(),
     };
     let servers = box_servers(&spec.name, &spec.interface, &cpus, platform)?;
@@ -454,7 +475,11 @@ fn validate_tasks(system: &System, tasks: Vec<TaskSpec>) -> Result<Vec<TaskSpec>
         if !names.insert(t.name.clone()) {
             return Err(ModelError::new(who(), "name", "is used by another task"));
         }
-        for (field, value) in [("wcet", t.wcet), ("period", t.period), ("deadline", t.deadline)] {
+        for (field, value) in [
+            ("wcet", t.wcet),
+            ("period", t.period),
+            ("deadline", t.deadline),
+        ] {
             if value == 0 {
                 return Err(ModelError::new(who(), field, "= 0ns must be positive"));
             }

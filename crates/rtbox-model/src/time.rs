@@ -31,7 +31,10 @@ impl fmt::Display for DurationError {
         match self {
             DurationError::Empty => write!(f, "empty duration"),
             DurationError::MissingUnit(s) => {
-                write!(f, "\"{s}\" has no unit (write e.g. {s}ms; units: ns, us, ms, s)")
+                write!(
+                    f,
+                    "\"{s}\" has no unit (write e.g. {s}ms; units: ns, us, ms, s)"
+                )
             }
             DurationError::UnknownUnit(u) => {
                 write!(f, "unknown unit \"{u}\" (units: ns, us, ms, s)")
@@ -123,7 +126,7 @@ pub(crate) fn parse_scaled_decimal(number: &str, scale: u64) -> Result<u64, Deci
 /// Formats a length with the largest unit that keeps it exact: `20ms`, `1500us`, `3ns`.
 pub fn format_duration(ns: Nanos) -> String {
     for (unit, scale) in [("s", NS_PER_S), ("ms", NS_PER_MS), ("us", NS_PER_US)] {
-        if ns != 0 && ns % scale == 0 {
+        if ns != 0 && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }
@@ -167,7 +170,10 @@ mod tests {
             parse_duration("1.2.3ms"),
             Err(DurationError::BadNumber(_))
         ));
-        assert!(matches!(parse_duration("ms"), Err(DurationError::BadNumber(_))));
+        assert!(matches!(
+            parse_duration("ms"),
+            Err(DurationError::BadNumber(_))
+        ));
         assert_eq!(
             parse_duration("99999999999999999999s"),
             Err(DurationError::TooLarge)

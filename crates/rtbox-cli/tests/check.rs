@@ -1,0 +1,140 @@
+//! `rtbox check` on the example configurations (issue 2 acceptance).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples")).join(name)
+}
+
+/// Runs `rtbox check ARGS`, returns (exit code, stdout, stderr).
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("rtbox runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bdm_validation_is_admitted_with_seed_002_servers() {
+    let (code, out, _) = check(&[example("bdm-validation.toml").to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    for cpu in ["Y1@0", "Y1@1"] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(cpu))
+            .expect("Y1 server row");
+        assert!(
+            line.contains("25.714 ms") && line.contains("35.714 ms"),
+            "{line}"
+        );
+    }
+    for cpu in ["Y2@0", "Y2@1"] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(cpu))
+            .expect("Y2 server row");
+        assert!(
+            line.contains("2.821 ms") && line.contains("12.821 ms"),
+            "{line}"
+        );
+    }
+    let totals: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("total"))
+        .collect();
+    assert_eq!(totals.len(), 2);
+    for t in totals {
+        assert!(t.contains("0.9400") && t.contains("<= cap 0.95"), "{t}");
+    }
+}
+
+#[test]
+fn oversubscribed_is_refused_with_the_numbers() {
+    let (code, _, err) = check(&[example("oversubscribed.toml").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("CPU 1: boxes a (0.60) + b (0.44) = 1.04 > cap 0.95"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_other_example_is_admitted() {
+    for name in [
+        "oxc-control.toml",
+        "container-4vcpu.toml",
+        "rclinux-shares.toml",
+        "rclinux-mixed.toml",
+        "jack-pipeline.toml",
+    ] {
+        let (code, out, err) = check(&[example(name).to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {out}{err}");
+        assert!(out.ends_with("admitted\n"), "{name}: {out}");
+    }
+}
+
+#[test]
+fn oxc_child_is_carved_out_of_its_parent() {
+    let (_, out, _) = check(&[example("oxc-control.toml").to_str().unwrap()]);
+    let parent0 = out.lines().find(|l| l.contains("cg@0")).expect("cg@0 row");
+    assert!(
+        parent0.contains("0.0500") && parent0.contains("remainder"),
+        "{parent0}"
+    );
+    let child1 = out
+        .lines()
+        .find(|l| l.contains("cg/cg_0@1"))
+        .expect("child row");
+    assert!(child1.contains("0.0200"), "{child1}");
+}
+
+#[test]
+fn json_verdict_matches_the_table() {
+    let (code, out, _) = check(&["--json", example("oversubscribed.toml").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["admitted"], false);
+    assert_eq!(v["cpus"][1]["servers"].as_array().map(Vec::len), Some(2));
+    assert!((v["cpus"][1]["total"].as_f64().unwrap() - 1.04).abs() < 1e-9);
+    assert!(v["refusals"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("CPU 1: boxes a"));
+}
+
+#[test]
+fn invalid_input_exits_2_with_one_precise_line() {
+    let dir = std::env::temp_dir().join(format!("rtbox-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[platform]\ncpus = 2\n[[box]]\nname = \"Y1\"\ninterface.bdm = { alpha = 1.2, delta = \"20ms\" }\n",
+    )
+    .unwrap();
+    let (code, out, err) = check(&[bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("line 5: box \"Y1\": interface.bdm.alpha = 1.2 is not in (0, 1)"),
+        "{err}"
+    );
+    let (code, _, err) = check(&[dir.join("missing.toml").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (code, _, err) = check(&["--no-such-flag"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what rtbox needs to build, test and run its experiments on a fresh Debian machine.
+# Idempotent: installs only what is missing. Debian packages come from the machine's own release.
+set -euo pipefail
+
+# Debian packages used by the runtime experiments and tests (rt-app workloads, cyclictest,
+# stress-ng load). Keep this list in sync with docs/runtime.md.
+APT_PACKAGES=(rt-app rt-tests stress-ng)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "setup: installing ${missing[*]}" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "setup: not root, cannot install ${missing[*]}; runtime experiments that need them will say so" >&2
+    fi
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo not found; install Rust (stable) first" >&2
+    exit 1
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
