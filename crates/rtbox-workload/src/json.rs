@@ -94,20 +94,6 @@ pub fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keeps_order_and_duplicates() {
-        let j = Json::parse(r#"{"run": 1, "timer": {"period": 2}, "run": 3}"#).unwrap();
-        let Json::Object(kv) = j else { panic!() };
-        let keys: Vec<&str> = kv.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["run", "timer", "run"]);
-        assert_eq!(kv[2].1, Json::Int(3));
-    }
-}
-
 impl Json {
     /// Pretty-printed JSON with tab-free two-space indentation, keys in stored order.
     pub fn to_pretty(&self) -> String {
@@ -153,5 +139,19 @@ impl Json {
                 out.push('}');
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_order_and_duplicates() {
+        let j = Json::parse(r#"{"run": 1, "timer": {"period": 2}, "run": 3}"#).unwrap();
+        let Json::Object(kv) = j else { panic!() };
+        let keys: Vec<&str> = kv.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["run", "timer", "run"]);
+        assert_eq!(kv[2].1, Json::Int(3));
     }
 }

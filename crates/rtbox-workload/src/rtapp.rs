@@ -772,7 +772,7 @@ pub fn emit(tasks: &[TaskSpec], opts: &EmitOptions) -> Result<String, EmitError>
     for (i, t) in tasks.iter().enumerate() {
         let path = format!("tasks[{i}] ({})", t.name);
         let whole_us = |field: &str, v: Nanos| {
-            if v % NS_PER_US == 0 {
+            if v.is_multiple_of(NS_PER_US) {
                 Ok(Json::Int((v / NS_PER_US) as i64))
             } else {
                 Err(err(

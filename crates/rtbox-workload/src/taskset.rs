@@ -327,7 +327,7 @@ mod tests {
         let mut rng = Rng::seed(12);
         for _ in 0..10_000 {
             let p = log_uniform_period(&mut rng, 1_000_000, 100_000_000, 1_000_000);
-            assert!(p % 1_000_000 == 0 && (1_000_000..=100_000_000).contains(&p));
+            assert!(p.is_multiple_of(1_000_000) && (1_000_000..=100_000_000).contains(&p));
         }
         assert_eq!(log_uniform_period(&mut rng, 1500, 1600, 1000), 1500);
     }

@@ -105,11 +105,11 @@ pub fn rand_fixed_sum(
     hi: f64,
 ) -> Result<Vec<f64>, UtilError> {
     let width = hi - lo;
-    if !(width > 0.0) || !lo.is_finite() || n == 0 {
+    if width.is_nan() || width <= 0.0 || !lo.is_finite() || n == 0 {
         return Err(UtilError::Infeasible { n, total, cap: hi });
     }
     let unit_sum = (total - n as f64 * lo) / width;
-    if !(unit_sum >= -1e-12 && unit_sum <= n as f64 * (1.0 + 1e-12)) {
+    if !(-1e-12..=n as f64 * (1.0 + 1e-12)).contains(&unit_sum) {
         return Err(UtilError::Infeasible { n, total, cap: hi });
     }
     let x = unit_cube_fixed_sum(rng, n, unit_sum.clamp(0.0, n as f64));
