@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod sim;
 mod table;
 
 #[derive(Parser)]
@@ -26,6 +27,8 @@ struct Cli {
 enum Command {
     /// Validate a configuration, flatten its boxes into servers and run admission control.
     Check(check::Args),
+    /// Simulate a configuration in virtual time (rtbox or a Linux baseline model).
+    Sim(sim::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,5 +42,6 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Sim(args) => sim::run(args),
     }
 }
