@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod check;
 mod sim;
+mod sweep;
 mod table;
 
 #[derive(Parser)]
@@ -29,6 +30,8 @@ enum Command {
     Check(check::Args),
     /// Simulate a configuration in virtual time (rtbox or a Linux baseline model).
     Sim(sim::Args),
+    /// Schedulability experiments: success ratios of random task sets per utilization.
+    Sweep(sweep::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +46,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Sweep(args) => sweep::run(args),
     }
 }

@@ -354,3 +354,91 @@ pub fn run_sweep(
         points,
     })
 }
+
+/// Parses utilization points: a list `0.5,1,1.5` or a range `start:end:step` (inclusive).
+pub fn parse_utilizations(text: &str) -> Result<Vec<f64>, String> {
+    let num = |s: &str| -> Result<f64, String> {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("\"{}\" is not a number", s.trim()))?;
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{v} is not a positive utilization"))
+        }
+    };
+    let parts: Vec<&str> = text.split(':').collect();
+    match parts.as_slice() {
+        [start, end, step] => {
+            let (a, b, s) = (num(start)?, num(end)?, num(step)?);
+            if b < a {
+                return Err(format!("range end {b} is below its start {a}"));
+            }
+            let n = ((b - a) / s + 1e-9).floor() as usize;
+            if n > 10_000 {
+                return Err("more than 10000 points".into());
+            }
+            // Computed from the index, not accumulated, so 0.1 steps do not drift.
+            Ok((0..=n)
+                .map(|i| ((a + s * i as f64) * 1e9).round() / 1e9)
+                .collect())
+        }
+        [list] => list.split(',').map(num).collect(),
+        _ => Err("write a list 0.5,1,1.5 or a range start:end:step".into()),
+    }
+}
+
+/// A text progress bar for stderr: `[#####.....]  512/1000 sets`.
+pub fn progress_bar(done: usize, total: usize, width: usize) -> String {
+    let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
+    format!(
+        "[{}{}] {done:>w$}/{total} sets",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        w = total.to_string().len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utilization_lists_and_ranges() {
+        assert_eq!(parse_utilizations("0.5,1, 1.5"), Ok(vec![0.5, 1.0, 1.5]));
+        assert_eq!(
+            parse_utilizations("0.1:0.5:0.1"),
+            Ok(vec![0.1, 0.2, 0.3, 0.4, 0.5])
+        );
+        assert_eq!(parse_utilizations("1:1:0.5"), Ok(vec![1.0]));
+        assert!(parse_utilizations("1:0.5:0.1").is_err());
+        assert!(parse_utilizations("0.5,x").is_err());
+        assert!(parse_utilizations("0,1").is_err());
+        assert!(parse_utilizations("1:2").is_err());
+    }
+
+    #[test]
+    fn progress_bar_fills_proportionally() {
+        assert_eq!(progress_bar(5, 10, 4), "[##..]  5/10 sets");
+        assert_eq!(progress_bar(10, 10, 4), "[####] 10/10 sets");
+    }
+
+    #[test]
+    fn evaluator_names_round_trip() {
+        for name in [
+            "analysis",
+            "sim-rtbox",
+            "sim-fp",
+            "sim-deadline",
+            "sim-rt-throttling",
+        ] {
+            assert_eq!(Evaluator::from_name(name).unwrap().name(), name);
+        }
+        assert_eq!(
+            Evaluator::from_name("sim"),
+            Some(Evaluator::Sim(ModelKind::Rtbox))
+        );
+        assert_eq!(Evaluator::from_name("simulate"), None);
+    }
+}
