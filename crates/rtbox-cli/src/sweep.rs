@@ -188,7 +188,7 @@ pub fn run(args: Args) -> ExitCode {
     };
     let quiet = args.quiet;
     let progress = |done: usize, total: usize| {
-        if !quiet && (done == total || done % 8 == 0) {
+        if !quiet && (done == total || done.is_multiple_of(8)) {
             eprint!("\r{}", progress_bar(done, total, 40));
         }
     };

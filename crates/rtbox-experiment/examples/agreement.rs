@@ -19,7 +19,7 @@ fn main() -> std::process::ExitCode {
     };
     let start = Instant::now();
     let report = check_agreement(&params, &|done, total| {
-        if done % 100 == 0 || done == total {
+        if done.is_multiple_of(100) || done == total {
             eprint!("\r{done}/{total} boxes");
         }
     });
