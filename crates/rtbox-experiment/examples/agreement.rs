@@ -1,21 +1,27 @@
-//! Issue 4 scenario 5 at scale: `cargo run --release -p rtbox-experiment --example agreement --
-//! [BOXES] [SEED]` draws BOXES random boxes (default 2000), simulates every one the analysis
-//! declares schedulable (synchronous WCET releases and a sporadic variant) and prints the
-//! figures and any disagreement. Exit code 1 if analysis and simulation disagree.
+//! Issue 4 scenario 5 at scale:
+//! `cargo run --release -p rtbox-experiment --example agreement -- [BOXES] [SEED] [PROFILE]`
+//! draws BOXES random boxes (default 2000; PROFILE standard or stress), simulates every one the
+//! analysis declares schedulable (synchronous WCET releases and a sporadic variant) and prints
+//! the figures and any disagreement. Exit code 1 if analysis and simulation disagree.
 
 use std::time::Instant;
 
-use rtbox_experiment::agreement::{check_agreement, AgreementParams};
+use rtbox_experiment::agreement::{check_agreement, AgreementParams, Profile};
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let boxes = args.first().and_then(|s| s.parse().ok()).unwrap_or(2000);
     let seed = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2026);
+    let profile = match args.get(2).map(String::as_str) {
+        Some("stress") => Profile::Stress,
+        _ => Profile::Standard,
+    };
     let params = AgreementParams {
         boxes,
         seed,
         max_duration: 20_000_000_000,
         threads: 0,
+        profile,
     };
     let start = Instant::now();
     let report = check_agreement(&params, &|done, total| {
@@ -25,6 +31,7 @@ fn main() -> std::process::ExitCode {
     });
     eprintln!();
     let wall = start.elapsed().as_secs_f64();
+    println!("profile:                      {}", profile.name());
     println!("boxes drawn:                  {}", report.boxes);
     println!("declared schedulable:         {}", report.schedulable);
     println!("jobs simulated (synchronous): {}", report.jobs_synchronous);

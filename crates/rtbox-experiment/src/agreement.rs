@@ -28,6 +28,27 @@ pub struct AgreementParams {
     /// Simulated time per run is the hyperperiod plus the longest period, capped here.
     pub max_duration: Nanos,
     pub threads: usize,
+    pub profile: Profile,
+}
+
+/// How hard the random boxes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// Periods 10-100 ms on a 10 ms grid, 10-70 % of the box's bandwidth: short hyperperiods.
+    #[default]
+    Standard,
+    /// Periods 2-50 ms on a 1 ms grid, 30-100 % of the bandwidth: boxes near the analysis'
+    /// limit, periods close to the servers' (long simulations, capped by `max_duration`).
+    Stress,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Standard => "standard",
+            Profile::Stress => "stress",
+        }
+    }
 }
 
 /// One box where analysis and simulation disagree.
@@ -63,10 +84,10 @@ pub struct AgreementReport {
 }
 
 /// A random single-box system (index `index` of the experiment seeded `seed`).
-pub fn random_box(seed: u64, index: usize) -> System {
+pub fn random_box(seed: u64, index: usize, profile: Profile) -> System {
     let mut rng = Rng::stream(seed, index as u64);
     loop {
-        if let Some(s) = try_random_box(&mut rng) {
+        if let Some(s) = try_random_box(&mut rng, profile) {
             return s;
         }
     }
@@ -76,7 +97,7 @@ fn pick<T: Copy>(rng: &mut Rng, items: &[T]) -> T {
     items[rng.range_inclusive(0, items.len() as u64 - 1) as usize]
 }
 
-fn try_random_box(rng: &mut Rng) -> Option<System> {
+fn try_random_box(rng: &mut Rng, profile: Profile) -> Option<System> {
     let m = pick(rng, &[1u32, 2, 2, 3, 4]);
     let platform = Platform::with_cpus(m);
     let (interface, bandwidth) = match rng.range_inclusive(0, 2) {
@@ -113,15 +134,19 @@ fn try_random_box(rng: &mut Rng) -> Option<System> {
     let n = rng.range_inclusive(m as u64, 3 * m as u64 + 2) as usize;
     // Utilization: a fraction of what the box receives, low enough that many sets pass the
     // (pessimistic) tests.
-    let fraction = 0.1 + 0.6 * rng.uniform();
+    let (low, high, pmin, pmax, grid) = match profile {
+        Profile::Standard => (0.1, 0.7, 10 * MS, 100 * MS, 10 * MS),
+        Profile::Stress => (0.3, 1.0, 2 * MS, 50 * MS, MS),
+    };
+    let fraction = low + (high - low) * rng.uniform();
     let params = TaskSetParams {
         tasks: n,
         utilization: (bandwidth * fraction).min(n as f64 * 0.9),
         method: UtilMethod::RandFixedSum,
         max_task_util: 0.9,
-        period_min: 10 * MS,
-        period_max: 100 * MS,
-        granularity: 10 * MS,
+        period_min: pmin,
+        period_max: pmax,
+        granularity: grid,
         deadlines: if rng.uniform() < 0.5 {
             Deadlines::Implicit
         } else {
@@ -191,7 +216,7 @@ struct BoxOutcome {
 
 fn check_box(params: &AgreementParams, index: usize) -> BoxOutcome {
     let mut out = BoxOutcome::default();
-    let system = random_box(params.seed, index);
+    let system = random_box(params.seed, index, params.profile);
     let report = match analyze_box(&system, "b") {
         Ok(r) => r,
         Err(e) => {

@@ -391,7 +391,10 @@ pub fn parse_utilizations(text: &str) -> Result<Vec<f64>, String> {
 
 /// A text progress bar for stderr: `[#####.....]  512/1000 sets`.
 pub fn progress_bar(done: usize, total: usize, width: usize) -> String {
-    let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
+    let filled = (done * width)
+        .checked_div(total)
+        .unwrap_or(width)
+        .min(width);
     format!(
         "[{}{}] {done:>w$}/{total} sets",
         "#".repeat(filled),

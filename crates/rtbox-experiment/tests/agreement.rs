@@ -3,7 +3,7 @@
 //! releases and with a random sporadic variant. The full run (>= 1000 boxes) is
 //! `experiments/agreement.sh`.
 
-use rtbox_experiment::agreement::{check_agreement, AgreementParams};
+use rtbox_experiment::agreement::{check_agreement, AgreementParams, Profile};
 
 #[test]
 fn analysis_agrees_with_simulation_on_random_boxes() {
@@ -12,6 +12,7 @@ fn analysis_agrees_with_simulation_on_random_boxes() {
         seed: 4,
         max_duration: 5_000_000_000,
         threads: 0,
+        profile: Profile::Standard,
     };
     let r = check_agreement(&params, &|_, _| {});
     assert!(r.errors.is_empty(), "{:#?}", r.errors);
@@ -39,4 +40,29 @@ fn analysis_agrees_with_simulation_on_random_boxes() {
     );
     assert!(r.bounds_checked > 100, "{r:?}");
     assert!(r.rejected_and_missed > 0, "{r:?}");
+}
+
+#[test]
+fn analysis_agrees_with_simulation_on_boxes_near_the_limit() {
+    let params = AgreementParams {
+        boxes: 60,
+        seed: 5,
+        max_duration: 1_000_000_000,
+        threads: 0,
+        profile: Profile::Stress,
+    };
+    let r = check_agreement(&params, &|_, _| {});
+    assert!(r.errors.is_empty(), "{:#?}", r.errors);
+    for d in &r.disagreements {
+        eprintln!(
+            "box {} ({}): {}\n  {}",
+            d.index, d.variant, d.detail, d.case
+        );
+    }
+    assert!(
+        r.disagreements.is_empty(),
+        "{} disagreements",
+        r.disagreements.len()
+    );
+    assert!(r.schedulable >= 3, "{r:?}");
 }
