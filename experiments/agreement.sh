@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 4 scenario 5: analysis agrees with simulation on random boxes.
-# Draws BOXES random boxes (default 2000: BDM / MPR / per-CPU servers, fifo / edf, global /
+# Draws BOXES random boxes (default 3000: BDM / MPR / per-CPU servers, fifo / edf, global /
 # pinned, 1-4 CPUs), simulates every box `rtbox analyze` declares schedulable with synchronous
 # WCET releases and with a random sporadic variant, and prints the figures. Exits 1 on any
 # deadline miss or response time above an analysis bound in a schedulable box.
@@ -9,4 +9,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-cargo run --quiet --release -p rtbox-experiment --example agreement -- "${1:-2000}" "${2:-2026}" "${3:-standard}"
+cargo run --quiet --release -p rtbox-experiment --example agreement -- "${1:-3000}" "${2:-2026}" "${3:-standard}"

@@ -1,6 +1,6 @@
 //! Issue 4 scenario 5 at scale:
 //! `cargo run --release -p rtbox-experiment --example agreement -- [BOXES] [SEED] [PROFILE]`
-//! draws BOXES random boxes (default 2000; PROFILE standard or stress), simulates every one the
+//! draws BOXES random boxes (default 3000; PROFILE standard or stress), simulates every one the
 //! analysis declares schedulable (synchronous WCET releases and a sporadic variant) and prints
 //! the figures and any disagreement. Exit code 1 if analysis and simulation disagree.
 
@@ -10,7 +10,7 @@ use rtbox_experiment::agreement::{check_agreement, AgreementParams, Profile};
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let boxes = args.first().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let boxes = args.first().and_then(|s| s.parse().ok()).unwrap_or(3000);
     let seed = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2026);
     let profile = match args.get(2).map(String::as_str) {
         Some("stress") => Profile::Stress,
