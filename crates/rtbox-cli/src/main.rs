@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod analyze;
 mod check;
 mod sim;
+mod sweep;
 mod table;
 
 #[derive(Parser)]
@@ -32,6 +33,8 @@ enum Command {
     Sim(sim::Args),
     /// Schedulability of each box's tasks, or the smallest interface that makes them schedulable.
     Analyze(analyze::Args),
+    /// Schedulability experiments: success ratios of random task sets per utilization.
+    Sweep(sweep::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,5 +50,6 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Sweep(args) => sweep::run(args),
     }
 }
