@@ -8,8 +8,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod attach;
+mod boxcmd;
 mod check;
+mod client;
+mod daemon;
+mod detach;
+mod exec;
 mod sim;
+mod status;
 mod table;
 
 #[derive(Parser)]
@@ -29,6 +36,18 @@ enum Command {
     Check(check::Args),
     /// Simulate a configuration in virtual time (rtbox or a Linux baseline model).
     Sim(sim::Args),
+    /// Run the enforcement daemon (root).
+    Daemon(daemon::Args),
+    /// Create, change or delete a box of the running daemon.
+    Box(boxcmd::Args),
+    /// Put a process or a cgroup into a box.
+    Attach(attach::Args),
+    /// Start a command inside a box.
+    Exec(exec::Args),
+    /// Release threads from their box.
+    Detach(detach::Args),
+    /// Show the daemon's boxes, servers and members.
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +62,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Daemon(args) => daemon::run(args),
+        Command::Box(args) => boxcmd::run(args),
+        Command::Attach(args) => attach::run(args),
+        Command::Exec(args) => exec::run(args),
+        Command::Detach(args) => detach::run(args),
+        Command::Status(args) => status::run(args),
     }
 }
