@@ -142,6 +142,8 @@ pub struct Runtime {
     last_scan: u64,
     /// Failed actions, drained by the daemon's log.
     pub log: Vec<String>,
+    /// Log every core event (environment RTBOX_TRACE=1).
+    trace: bool,
 }
 
 fn core_options() -> Options {
@@ -203,6 +205,7 @@ impl Runtime {
             opts,
             last_scan: 0,
             log,
+            trace: std::env::var_os("RTBOX_TRACE").is_some(),
         })
     }
 
@@ -708,6 +711,9 @@ impl Runtime {
             st.min_runtime = st.min_runtime.min(info.runtime);
         }
         while let Some(ev) = self.sched.poll_event() {
+            if self.trace {
+                self.log.push(format!("{ev:?}"));
+            }
             if let Event::Replenished { server, .. } = ev {
                 let info = self.sched.server(server);
                 let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
