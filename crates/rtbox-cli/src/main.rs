@@ -17,8 +17,8 @@ mod daemon;
 mod detach;
 mod exec;
 mod sim;
-mod sweep;
 mod status;
+mod sweep;
 mod table;
 
 #[derive(Parser)]
