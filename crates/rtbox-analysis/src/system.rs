@@ -1,0 +1,394 @@
+//! Whole configurations: root admission plus, per box, the test matching its local policy and
+//! placement.
+//!
+//! | interface            | placement | fifo (fixed priority)        | edf                     |
+//! |----------------------|-----------|------------------------------|-------------------------|
+//! | bdm                  | global    | seed 002 Theorem 1 on Y_k    | global EDF on Y_m       |
+//! | mpr                  | global    | global FP RTA on MPR sbf     | global EDF on MPR sbf   |
+//! | servers / per_cpu    | global    | Theorem 1 on the servers' Y_k| global EDF on sum of sbf|
+//! | any, or one server   | pinned    | partition + FP RTA per vCPU  | partition + EDF per vCPU|
+//!
+//! `fair` boxes and `shared` boxes have no guaranteed supply or no real-time order: their tasks
+//! are reported as not guaranteed.
+
+use std::fmt;
+
+use rtbox_model::{admit, Admission, Interface, Nanos, Placement, Policy, Role, System};
+
+use crate::global::{global_edf, global_fp, theorem1, Check, GlobalVerdict};
+use crate::partition::{partition_any, LocalPolicy};
+use crate::supply::{Bdm, Mpr, MultiSupply, Prm, ServerSet, Supply};
+use crate::task::{from_specs, Task};
+
+/// The supply a box's tasks receive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// A BDM virtual platform (alpha, Delta) on m vCPUs.
+    Bdm(Bdm),
+    /// A multiprocessor periodic resource.
+    Mpr(Mpr),
+    /// Explicit hard CBS servers, one per vCPU (per_cpu, servers, or a box's remainder).
+    Servers(ServerSet),
+}
+
+impl Reservation {
+    /// The per-vCPU servers that implement the reservation (for partitioned analysis).
+    pub fn vcpus(&self) -> Vec<Prm> {
+        match self {
+            Reservation::Bdm(b) => match b.server() {
+                Some((q, p)) => vec![Prm::new(p, q); b.m as usize],
+                None => Vec::new(),
+            },
+            Reservation::Mpr(m) => m.servers(),
+            Reservation::Servers(s) => s.servers().to_vec(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Reservation::Bdm(b) => MultiSupply::describe(b),
+            Reservation::Mpr(m) => m.describe(),
+            Reservation::Servers(s) => Supply::describe(s),
+        }
+    }
+}
+
+/// The test applied to a box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestKind {
+    /// Seed 002 Theorem 1 (G-FP) on the BDM interface's Y_k.
+    Theorem1Bdm,
+    /// Seed 002 Theorem 1 (G-FP) on the multi-supply of explicit servers.
+    Theorem1Servers,
+    /// Global FP response-time analysis on a supply with bounded parallelism.
+    GlobalFp,
+    /// Global EDF (BCL interference) on a supply with bounded parallelism.
+    GlobalEdf,
+    /// Partitioned: per-vCPU FP response-time analysis.
+    PartitionedFp,
+    /// Partitioned: per-vCPU EDF demand test.
+    PartitionedEdf,
+    /// No test applies (fair policy or shared box).
+    NoGuarantee,
+}
+
+impl TestKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            TestKind::Theorem1Bdm => "G-FP, seed 002 Theorem 1 on BDM Y_k",
+            TestKind::Theorem1Servers => "G-FP, seed 002 Theorem 1 on the servers' Y_k",
+            TestKind::GlobalFp => "G-FP response-time analysis on the supply",
+            TestKind::GlobalEdf => "global EDF (BCL interference) on the supply",
+            TestKind::PartitionedFp => "partitioned FP, response-time analysis per vCPU",
+            TestKind::PartitionedEdf => "partitioned EDF, demand bound per vCPU",
+            TestKind::NoGuarantee => "no real-time guarantee",
+        }
+    }
+}
+
+/// One task's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskOutcome {
+    pub schedulable: bool,
+    /// Response-time bound from arrival, where the test gives one.
+    pub response: Option<Nanos>,
+    /// The inequality checked with its numbers (global tests).
+    pub check: Option<Check>,
+    /// The vCPU index the task was assigned to (partitioned boxes).
+    pub vcpu: Option<usize>,
+    /// A response-time lower bound found above the deadline (failed FP analyses).
+    pub exceeds: Option<Nanos>,
+}
+
+impl From<GlobalVerdict> for TaskOutcome {
+    fn from(v: GlobalVerdict) -> Self {
+        TaskOutcome {
+            schedulable: v.schedulable,
+            response: v.response,
+            check: v.check,
+            vcpu: None,
+            exceeds: None,
+        }
+    }
+}
+
+/// The verdict for one task set on one reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoxVerdict {
+    pub test: TestKind,
+    pub tasks: Vec<TaskOutcome>,
+    /// Name of the partitioning heuristic used (partitioned boxes).
+    pub heuristic: Option<&'static str>,
+}
+
+impl BoxVerdict {
+    pub fn schedulable(&self) -> bool {
+        self.test != TestKind::NoGuarantee && self.tasks.iter().all(|t| t.schedulable)
+    }
+}
+
+/// The test for a task set with a local policy and placement on a reservation.
+///
+/// `pinned[i] = Some(v)` pins task i to vCPU v (partitioned boxes only; may be shorter than
+/// `tasks`). FP uses `Task::prio` (higher is more urgent).
+pub fn box_verdict(
+    tasks: &[Task],
+    pinned: &[Option<usize>],
+    reservation: &Reservation,
+    policy: Policy,
+    placement: Placement,
+) -> BoxVerdict {
+    let local = match policy {
+        Policy::Fifo => LocalPolicy::Fp,
+        Policy::Edf => LocalPolicy::Edf,
+        Policy::Fair => {
+            return BoxVerdict {
+                test: TestKind::NoGuarantee,
+                tasks: vec![no_guarantee(); tasks.len()],
+                heuristic: None,
+            }
+        }
+    };
+    let vcpus = reservation.vcpus();
+    if placement == Placement::Pinned || vcpus.len() == 1 {
+        let pins: Vec<Option<usize>> = if vcpus.len() == 1 {
+            vec![Some(0); tasks.len()]
+        } else {
+            (0..tasks.len())
+                .map(|i| pinned.get(i).copied().flatten())
+                .collect()
+        };
+        let p = partition_any(tasks, &pins, &vcpus, local);
+        let test = match local {
+            LocalPolicy::Fp => TestKind::PartitionedFp,
+            LocalPolicy::Edf => TestKind::PartitionedEdf,
+        };
+        let outcomes = (0..tasks.len())
+            .map(|i| TaskOutcome {
+                schedulable: p.schedulable[i],
+                response: p.response[i],
+                check: p.edf_failure[i],
+                vcpu: p.vcpu[i],
+                exceeds: p.exceeds[i],
+            })
+            .collect();
+        return BoxVerdict {
+            test,
+            tasks: outcomes,
+            heuristic: Some(p.heuristic.name()),
+        };
+    }
+    let (test, verdicts) = match (reservation, local) {
+        (Reservation::Bdm(b), LocalPolicy::Fp) => (TestKind::Theorem1Bdm, theorem1(tasks, b)),
+        (Reservation::Bdm(b), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, b)),
+        (Reservation::Mpr(m), LocalPolicy::Fp) => (TestKind::GlobalFp, global_fp(tasks, m)),
+        (Reservation::Mpr(m), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, m)),
+        (Reservation::Servers(s), LocalPolicy::Fp) => {
+            (TestKind::Theorem1Servers, theorem1(tasks, s))
+        }
+        (Reservation::Servers(s), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, s)),
+    };
+    BoxVerdict {
+        test,
+        tasks: verdicts.into_iter().map(TaskOutcome::from).collect(),
+        heuristic: None,
+    }
+}
+
+fn no_guarantee() -> TaskOutcome {
+    TaskOutcome {
+        schedulable: false,
+        response: None,
+        check: None,
+        vcpu: None,
+        exceeds: None,
+    }
+}
+
+/// Why a box could not be analysed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnalysisError {
+    UnknownBox(String),
+    /// The box has no reserved supply (a shared box).
+    NoReservation(String),
+}
+
+impl fmt::Display for AnalysisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnalysisError::UnknownBox(b) => write!(f, "box \"{b}\" does not exist"),
+            AnalysisError::NoReservation(b) => {
+                write!(
+                    f,
+                    "box \"{b}\" is shared: it has no reserved servers to analyse"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for AnalysisError {}
+
+/// Per-box report: supply, test, and one line per task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoxReport {
+    pub name: String,
+    pub reservation: Option<Reservation>,
+    /// CPU number of each vCPU of the reservation.
+    pub vcpu_cpus: Vec<u32>,
+    pub verdict: BoxVerdict,
+    /// Task names, parallel to `verdict.tasks`.
+    pub task_names: Vec<String>,
+    /// Analysis tasks, parallel to `verdict.tasks` (`prio` is the internal level).
+    pub tasks: Vec<Task>,
+    /// The priorities as configured, parallel to `tasks`.
+    pub priorities: Vec<Option<u32>>,
+}
+
+impl BoxReport {
+    pub fn schedulable(&self) -> bool {
+        self.verdict.schedulable() || self.tasks.is_empty()
+    }
+}
+
+/// Root admission plus every box's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemReport {
+    pub admission: Admission,
+    pub boxes: Vec<BoxReport>,
+    /// Tasks outside every box (not analysed: no reservation protects them).
+    pub background: Vec<String>,
+}
+
+impl SystemReport {
+    /// Admitted, and every task in every box schedulable.
+    pub fn schedulable(&self) -> bool {
+        self.admission.admitted() && self.boxes.iter().all(BoxReport::schedulable)
+    }
+}
+
+/// The reservation a box's own tasks receive: its interface, or, when children took part of
+/// its servers, the flattened remainder servers.
+pub fn box_reservation(
+    system: &System,
+    admission: &Admission,
+    name: &str,
+) -> Result<(Reservation, Vec<u32>), AnalysisError> {
+    let rb = system
+        .get(name)
+        .ok_or_else(|| AnalysisError::UnknownBox(name.to_string()))?;
+    let cpus: Vec<u32> = rb.servers.iter().map(|s| s.cpu).collect();
+    let flat: Vec<_> = admission
+        .flat_servers()
+        .filter(|f| f.box_name == name)
+        .collect();
+    if flat.iter().any(|f| f.role == Role::Remainder) {
+        let servers: Vec<Prm> = flat
+            .iter()
+            .map(|f| Prm::new(f.period, f.budget.min(f.period)))
+            .collect();
+        let cpus = flat.iter().map(|f| f.cpu).collect();
+        return Ok((Reservation::Servers(ServerSet::new(servers)), cpus));
+    }
+    let res = match &rb.spec.interface {
+        Interface::Shared { .. } => return Err(AnalysisError::NoReservation(name.to_string())),
+        Interface::Bdm { alpha, delta } => Reservation::Bdm(Bdm {
+            alpha: *alpha,
+            delta: *delta,
+            m: rb.servers.len() as u32,
+        }),
+        Interface::Mpr { theta, pi, m } => Reservation::Mpr(Mpr {
+            period: *pi,
+            budget: *theta,
+            m: *m,
+        }),
+        Interface::Servers(_) | Interface::PerCpu { .. } => {
+            Reservation::Servers(ServerSet::from_servers(&rb.servers))
+        }
+    };
+    Ok((res, cpus))
+}
+
+/// Analyses one box of a validated system.
+pub fn analyze_box(system: &System, name: &str) -> Result<BoxReport, AnalysisError> {
+    analyze_box_with(system, &admit(system), name)
+}
+
+fn analyze_box_with(
+    system: &System,
+    admission: &Admission,
+    name: &str,
+) -> Result<BoxReport, AnalysisError> {
+    let rb = system
+        .get(name)
+        .ok_or_else(|| AnalysisError::UnknownBox(name.to_string()))?;
+    let specs: Vec<_> = system.tasks_of(name).collect();
+    let tasks = from_specs(specs.iter().copied());
+    let task_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let priorities: Vec<Option<u32>> = specs.iter().map(|s| s.priority).collect();
+    let (reservation, vcpu_cpus) = match box_reservation(system, admission, name) {
+        Ok(r) => r,
+        Err(AnalysisError::NoReservation(_)) => {
+            return Ok(BoxReport {
+                name: rb.name().to_string(),
+                reservation: None,
+                vcpu_cpus: Vec::new(),
+                verdict: BoxVerdict {
+                    test: TestKind::NoGuarantee,
+                    tasks: vec![no_guarantee(); tasks.len()],
+                    heuristic: None,
+                },
+                task_names,
+                tasks,
+                priorities,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let pinned: Vec<Option<usize>> = specs
+        .iter()
+        .map(|s| s.cpu.and_then(|c| vcpu_cpus.iter().position(|&x| x == c)))
+        .collect();
+    let verdict = box_verdict(
+        &tasks,
+        &pinned,
+        &reservation,
+        rb.spec.policy,
+        rb.spec.placement,
+    );
+    Ok(BoxReport {
+        name: rb.name().to_string(),
+        reservation: Some(reservation),
+        vcpu_cpus,
+        verdict,
+        task_names,
+        tasks,
+        priorities,
+    })
+}
+
+/// Whether one box's task set is schedulable under its interface, policy and placement.
+pub fn box_schedulable(system: &System, name: &str) -> Result<bool, AnalysisError> {
+    analyze_box(system, name).map(|r| r.schedulable())
+}
+
+/// Admission plus the verdict of every box that has tasks or a reservation.
+pub fn analyze(system: &System) -> SystemReport {
+    let admission = admit(system);
+    let boxes = system
+        .boxes()
+        .iter()
+        .filter_map(|b| analyze_box_with(system, &admission, b.name()).ok())
+        .collect();
+    let background = system
+        .tasks
+        .iter()
+        .filter(|t| t.box_name.is_none())
+        .map(|t| t.name.clone())
+        .collect();
+    SystemReport {
+        admission,
+        boxes,
+        background,
+    }
+}
