@@ -344,7 +344,19 @@ pub fn global_fp_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalVe
                     }),
                 }
             }
-            Some(n) if n <= me.deadline => x = n,
+            Some(n) if n <= me.deadline => {
+                // No window in [n, skip) can pass; go straight past it.
+                let skip = saturation_end(tasks, k, m, n);
+                if skip > me.deadline {
+                    return GlobalVerdict::failed(Some(Check {
+                        window: me.deadline,
+                        demand: demand_at(me.deadline),
+                        supply: supply.sbf(me.deadline),
+                        k: None,
+                    }));
+                }
+                x = skip;
+            }
             _ => {
                 let need = demand_at(me.deadline);
                 return GlobalVerdict::failed(Some(Check {
@@ -356,6 +368,53 @@ pub fn global_fp_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalVe
             }
         }
     }
+}
+
+/// Skips windows that cannot pass. W_j(y) grows with slope at most 1, so W_j(y) - (y - C + 1)
+/// never increases: once an interferer falls below the cap it stays below. While at least m
+/// interferers are at the cap, the demand is >= m (C - 1) + m (y - C + 1) + 1 > m y >= sbf(y),
+/// so no such y passes. Returns the first y >= x with fewer than m capped interferers (x if
+/// there already are fewer).
+fn saturation_end(tasks: &[Task], k: usize, m: u32, x: Nanos) -> Nanos {
+    let me = &tasks[k];
+    let capped_until = |o: &Task| -> Option<Nanos> {
+        let capped = |y: Nanos| fp_workload(o, y) >= u128::from(y + 1 - me.wcet);
+        if !capped(x) {
+            return None;
+        }
+        // Last y in [x, D] still capped (monotone predicate).
+        let (mut lo, mut hi) = (x, me.deadline.saturating_add(1));
+        if capped(hi) {
+            return Some(hi);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if capped(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
+    };
+    let hp: Vec<&Task> = tasks
+        .iter()
+        .enumerate()
+        .filter(|&(j, o)| j != k && me.is_hp(o))
+        .map(|(_, o)| o)
+        .collect();
+    let capped_now = hp
+        .iter()
+        .filter(|o| fp_workload(o, x) >= u128::from(x + 1 - me.wcet))
+        .count();
+    if capped_now < m as usize {
+        return x;
+    }
+    let mut ends: Vec<Nanos> = hp.iter().filter_map(|o| capped_until(o)).collect();
+    ends.sort_unstable_by(|a, b| b.cmp(a));
+    // With the m-th largest end e, at every y <= e at least m interferers are capped.
+    ends.get(m as usize - 1)
+        .map_or(x, |&e| e.saturating_add(1).max(x))
 }
 
 /// Global FP on a supply, every task.
@@ -579,6 +638,31 @@ mod tests {
         // The capped no-slack variant is the one `bc_rta` implements on a supply.
         let r: Vec<Option<Nanos>> = bc_rta(&ts, 3).iter().map(|x| x.response).collect();
         assert_eq!(r, v(false, true, 3));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn skipping_saturated_windows_changes_no_result(
+            raw in proptest::collection::vec((1u64..6, 2u64..30), 2..6), m in 1u32..4
+        ) {
+            let ts = ordered(raw.iter().map(|&(c, t)| Task::new(c.min(t), t)).collect());
+            let supply = Dedicated { m };
+            for k in 0..ts.len() {
+                let fast = global_fp_task(&ts, k, &supply);
+                // Plain iteration: x = sbf^-1(demand(x)) from C_k.
+                let me = ts[k];
+                let demand = |x: Nanos| global_demand(m, me.wcet, x, ts.iter().enumerate()
+                    .filter(|&(j, o)| j != k && me.is_hp(o)).map(|(_, o)| fp_workload(o, x)));
+                let mut x = me.wcet;
+                let slow = loop {
+                    let n = supply.time_to_supply(demand(x)).unwrap();
+                    if n <= x { break Some(x); }
+                    if n > me.deadline { break None; }
+                    x = n;
+                };
+                proptest::prop_assert_eq!(fast.response, slow);
+            }
+        }
     }
 
     #[test]

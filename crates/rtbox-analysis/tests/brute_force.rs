@@ -306,3 +306,28 @@ proptest! {
         prop_assert_eq!(edf(&ts, &Dedicated { m: 1 }).schedulable(), util_at_most(&ts, 1));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fast_verdict_agrees_with_full_verdict(
+        ts in set_strategy(5), q in 1u64..=10, a in 1u64..999, edf_policy in any::<bool>(), pinned in any::<bool>()
+    ) {
+        use rtbox_analysis::{box_schedulable_fast, box_verdict, Reservation};
+        use rtbox_model::{Placement, Policy};
+        let policy = if edf_policy { Policy::Edf } else { Policy::Fifo };
+        let placement = if pinned { Placement::Pinned } else { Placement::Global };
+        let reservations = [
+            Reservation::Bdm(Bdm { alpha: Bandwidth::from_units(a * 1_000_000_000), delta: 2, m: 2 }),
+            Reservation::Servers(ServerSet::new(vec![Prm::new(10, q), Prm::new(10, 10)])),
+            Reservation::Mpr(Mpr { period: 10, budget: 10 + q, m: 2 }),
+        ];
+        for r in &reservations {
+            prop_assert_eq!(
+                box_schedulable_fast(&ts, &[], r, policy, placement),
+                box_verdict(&ts, &[], r, policy, placement).schedulable()
+            );
+        }
+    }
+}
