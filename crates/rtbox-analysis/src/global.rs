@@ -366,6 +366,76 @@ pub fn bc_rta(tasks: &[Task], m: u32) -> Vec<GlobalVerdict> {
     global_fp(tasks, &Dedicated { m })
 }
 
+/// Variants of the Bertogna-Cirinei 2007 G-FP response-time analysis on m dedicated CPUs
+/// (`analysis-facts.md` lists one vector for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BcVariant {
+    /// Carry-in of a higher-priority task uses its response bound R_j instead of D_j.
+    pub slack: bool,
+    /// Each interferer's workload is capped at R - C_k + 1.
+    pub capped: bool,
+}
+
+/// Bertogna-Cirinei G-FP RTA on m dedicated CPUs in the chosen variant:
+/// R_k = C_k + floor(sum_{hp} I_j(R_k) / m) with I_j = W_j or min(W_j, R - C_k + 1) and
+/// W_j(L) = N C_j + min(C_j, L + X_j - C_j - N T_j), N = floor((L + X_j - C_j) / T_j),
+/// X_j = R_j (slack) or D_j; with fewer than m interferers R_k = C_k. Returns the bound per task, `None` when it exceeds the deadline.
+/// [`bc_rta`] is the variant {slack: false, capped: true}.
+pub fn bc_rta_variant(tasks: &[Task], m: u32, variant: BcVariant) -> Vec<Option<Nanos>> {
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].prio));
+    let mut bound: Vec<Option<Nanos>> = vec![None; tasks.len()];
+    let mut done = vec![false; tasks.len()];
+    for &k in &order {
+        let me = tasks[k];
+        let interferers: Vec<Task> = tasks
+            .iter()
+            .enumerate()
+            .filter(|&(j, o)| j != k && me.is_hp(o))
+            .map(|(j, o)| {
+                let mut o = *o;
+                if variant.slack && done[j] {
+                    if let Some(r) = bound[j] {
+                        o.deadline = r; // carry-in window uses R_j
+                    }
+                }
+                o
+            })
+            .collect();
+        let mut r = me.wcet;
+        // Fewer interferers than CPUs: one CPU is always free for the task.
+        let result = loop {
+            if interferers.len() < m as usize {
+                break Some(me.wcet).filter(|&c| c <= me.deadline);
+            }
+            let cap = u128::from(r + 1 - me.wcet);
+            let sum: Work = interferers
+                .iter()
+                .map(|o| {
+                    let w = fp_workload(o, r);
+                    if variant.capped {
+                        w.min(cap)
+                    } else {
+                        w
+                    }
+                })
+                .sum();
+            let next = u128::from(me.wcet) + sum / u128::from(m);
+            if next > u128::from(me.deadline) {
+                break None;
+            }
+            let next = next as Nanos;
+            if next == r {
+                break Some(r);
+            }
+            r = next;
+        };
+        bound[k] = result;
+        done[k] = true;
+    }
+    bound
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,6 +512,24 @@ mod tests {
         ]);
         let r: Vec<Nanos> = bc_rta(&ts, 3).iter().map(|v| v.response.unwrap()).collect();
         assert_eq!(r, vec![1, 1, 3, 13]);
+    }
+
+    #[test]
+    fn bertogna_cirinei_other_variants_facts_vectors() {
+        let ts = ordered(vec![
+            Task::new(1, 4),
+            Task::new(1, 5),
+            Task::new(3, 9),
+            Task::new(9, 18),
+        ]);
+        let v = |slack, capped, m| bc_rta_variant(&ts, m, BcVariant { slack, capped });
+        let some = |x: [u64; 4]| x.map(Some).to_vec();
+        assert_eq!(v(false, false, 3), some([1, 1, 3, 14]));
+        assert_eq!(v(true, false, 2), some([1, 1, 4, 15]));
+        assert_eq!(v(false, true, 3), some([1, 1, 3, 13]));
+        // The capped no-slack variant is the one `bc_rta` implements on a supply.
+        let r: Vec<Option<Nanos>> = bc_rta(&ts, 3).iter().map(|x| x.response).collect();
+        assert_eq!(r, v(false, true, 3));
     }
 
     #[test]

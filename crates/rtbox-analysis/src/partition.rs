@@ -5,9 +5,10 @@
 
 use rtbox_model::Nanos;
 
+use crate::global::Check;
 use crate::supply::{Prm, Supply};
 use crate::task::Task;
-use crate::uni::{edf, fp_response};
+use crate::uni::{edf, fp_response, EdfVerdict, FpFailure};
 
 /// Local scheduling on each vCPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,10 @@ pub struct Partition {
     pub schedulable: Vec<bool>,
     /// Per task: FP response bound from arrival on its vCPU.
     pub response: Vec<Option<Nanos>>,
+    /// Per failing task: the FP response bound found above its deadline, if one was found.
+    pub exceeds: Vec<Option<Nanos>>,
+    /// Per task on a failing EDF vCPU: the window where demand exceeds supply.
+    pub edf_failure: Vec<Option<Check>>,
 }
 
 impl Partition {
@@ -127,20 +132,36 @@ pub fn partition(
     }
     let mut schedulable = vec![false; n];
     let mut response = vec![None; n];
+    let mut exceeds = vec![None; n];
+    let mut edf_failure = vec![None; n];
     for (v, list) in members.iter().enumerate() {
         let set: Vec<Task> = list.iter().map(|&i| tasks[i]).collect();
         match policy {
             LocalPolicy::Edf => {
-                let ok = edf(&set, &vcpus[v]).schedulable();
+                let verdict = edf(&set, &vcpus[v]);
+                let failure = match verdict {
+                    EdfVerdict::DemandExceedsSupply { t, demand, supply } => Some(Check {
+                        window: t,
+                        demand,
+                        supply,
+                        k: None,
+                    }),
+                    _ => None,
+                };
                 for &i in list {
-                    schedulable[i] = ok;
+                    schedulable[i] = verdict.schedulable();
+                    edf_failure[i] = failure;
                 }
             }
             LocalPolicy::Fp => {
                 for (pos, &i) in list.iter().enumerate() {
-                    if let Ok(r) = fp_response(&set, pos, &vcpus[v]) {
-                        schedulable[i] = true;
-                        response[i] = Some(r.from_arrival);
+                    match fp_response(&set, pos, &vcpus[v]) {
+                        Ok(r) => {
+                            schedulable[i] = true;
+                            response[i] = Some(r.from_arrival);
+                        }
+                        Err(FpFailure::DeadlineMiss { bound }) => exceeds[i] = Some(bound),
+                        Err(FpFailure::Unbounded) => {}
                     }
                 }
             }
@@ -151,6 +172,8 @@ pub fn partition(
         vcpu,
         schedulable,
         response,
+        exceeds,
+        edf_failure,
     }
 }
 

@@ -563,10 +563,9 @@ impl MultiSupply for ServerSet {
     }
 }
 
-#[cfg(test)]
-pub(crate) mod oracle {
-    //! Brute force: the least supply of a periodic resource over every window placement and
-    //! every way to place each period's budget, on integer time slots.
+/// Brute-force reference used by the tests: the least supply of a periodic resource over
+/// every window placement and every way to place each period's budget, on integer time slots.
+pub mod oracle {
 
     /// Per period [kPi, (k+1)Pi), `theta` units are placed in [kPi, kPi + dl), at most `m` per
     /// slot, adversarially. The least overlap of that period with a window is

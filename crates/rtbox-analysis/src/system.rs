@@ -96,6 +96,8 @@ pub struct TaskOutcome {
     pub check: Option<Check>,
     /// The vCPU index the task was assigned to (partitioned boxes).
     pub vcpu: Option<usize>,
+    /// A response-time lower bound found above the deadline (failed FP analyses).
+    pub exceeds: Option<Nanos>,
 }
 
 impl From<GlobalVerdict> for TaskOutcome {
@@ -105,6 +107,7 @@ impl From<GlobalVerdict> for TaskOutcome {
             response: v.response,
             check: v.check,
             vcpu: None,
+            exceeds: None,
         }
     }
 }
@@ -164,8 +167,9 @@ pub fn box_verdict(
             .map(|i| TaskOutcome {
                 schedulable: p.schedulable[i],
                 response: p.response[i],
-                check: None,
+                check: p.edf_failure[i],
                 vcpu: p.vcpu[i],
+                exceeds: p.exceeds[i],
             })
             .collect();
         return BoxVerdict {
@@ -197,6 +201,7 @@ fn no_guarantee() -> TaskOutcome {
         response: None,
         check: None,
         vcpu: None,
+        exceeds: None,
     }
 }
 
@@ -234,8 +239,10 @@ pub struct BoxReport {
     pub verdict: BoxVerdict,
     /// Task names, parallel to `verdict.tasks`.
     pub task_names: Vec<String>,
-    /// Analysis tasks, parallel to `verdict.tasks`.
+    /// Analysis tasks, parallel to `verdict.tasks` (`prio` is the internal level).
     pub tasks: Vec<Task>,
+    /// The priorities as configured, parallel to `tasks`.
+    pub priorities: Vec<Option<u32>>,
 }
 
 impl BoxReport {
@@ -318,6 +325,7 @@ fn analyze_box_with(
     let specs: Vec<_> = system.tasks_of(name).collect();
     let tasks = from_specs(specs.iter().copied());
     let task_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let priorities: Vec<Option<u32>> = specs.iter().map(|s| s.priority).collect();
     let (reservation, vcpu_cpus) = match box_reservation(system, admission, name) {
         Ok(r) => r,
         Err(AnalysisError::NoReservation(_)) => {
@@ -332,6 +340,7 @@ fn analyze_box_with(
                 },
                 task_names,
                 tasks,
+                priorities,
             })
         }
         Err(e) => return Err(e),
@@ -354,6 +363,7 @@ fn analyze_box_with(
         verdict,
         task_names,
         tasks,
+        priorities,
     })
 }
 

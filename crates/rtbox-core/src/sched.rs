@@ -48,6 +48,10 @@ struct Bx {
     servers: Vec<ServerId>,
     ready: Vec<TaskId>,
     next_pin: usize,
+    /// `ready` is in local-policy order.
+    sorted: bool,
+    /// Its servers that win EDF on their CPU in the current round of a decision.
+    won: Vec<ServerId>,
     /// A shared (weighted) box: no servers, its tasks run in the background.
     shared: bool,
 }
@@ -151,6 +155,8 @@ impl Scheduler {
                 servers: Vec::new(),
                 ready: Vec::new(),
                 next_pin: 0,
+                sorted: true,
+                won: Vec::new(),
                 shared: b.spec.interface.is_shared(),
             })
             .collect();
@@ -324,16 +330,22 @@ impl Scheduler {
         self.seq += 1;
         let seq = self.seq;
         let tk = &mut self.tasks[t.index()];
+        let mut reorder = false;
         if let Some(d) = deadline {
+            reorder = tk.deadline != d;
             tk.deadline = d;
         }
         if !tk.ready {
             tk.ready = true;
             tk.seq = seq;
             tk.slice_used = 0;
+            reorder = true;
             if let Some(b) = tk.box_idx {
                 self.boxes[b].ready.push(t);
             }
+        }
+        if let (true, Some(b)) = (reorder, tk.box_idx) {
+            self.boxes[b].sorted = false;
         }
         self.dirty = true;
         Ok(())
@@ -438,6 +450,9 @@ impl Scheduler {
                     tk.seq = self.seq;
                     tk.slice_used = 0;
                     self.dirty = true;
+                    if let Some(b) = tk.box_idx {
+                        self.boxes[b].sorted = false;
+                    }
                 }
             }
         }
@@ -677,17 +692,27 @@ impl Scheduler {
             };
         }
         for b in 0..self.boxes.len() {
-            if self.boxes[b].ready.len() > 1 {
+            if !self.boxes[b].sorted {
                 let pol = self.boxes[b].policy;
                 let mut ready = std::mem::take(&mut self.boxes[b].ready);
                 ready.sort_by_key(|t| key(pol, &self.tasks[t.index()]));
                 self.boxes[b].ready = ready;
+                self.boxes[b].sorted = true;
             }
         }
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
         loop {
+            for b in 0..self.boxes.len() {
+                self.boxes[b].won.clear();
+            }
             for c in 0..self.cpus.len() {
-                self.cpus[c].winner = self.edf_winner(c);
+                let w = self.edf_winner(c);
+                self.cpus[c].winner = w;
+                if let Some(s) = w {
+                    if let Owner::Box(b) = self.servers[s.index()].owner {
+                        self.boxes[b].won.push(s);
+                    }
+                }
             }
             let mut changed = false;
             for b in 0..self.boxes.len() {
@@ -718,8 +743,11 @@ impl Scheduler {
         }
         self.place_background(&mut new_running);
         // 5. Commit CBS state and check invariants.
-        for c in 0..self.cpus.len() {
-            self.cpus[c].active_bw = Bandwidth::ZERO;
+        let check = cfg!(debug_assertions);
+        if check {
+            for c in 0..self.cpus.len() {
+                self.cpus[c].active_bw = Bandwidth::ZERO;
+            }
         }
         for i in 0..self.servers.len() {
             let s = &mut self.servers[i];
@@ -729,7 +757,7 @@ impl Scheduler {
                 s.st = s.tent;
             }
             s.backlogged = active || (s.throttled && has_work);
-            if active {
+            if check && active {
                 let c = &mut self.cpus[s.cpu_idx];
                 c.active_bw = c.active_bw + s.bw;
             }
@@ -798,19 +826,12 @@ impl Scheduler {
     /// then the earliest deadlines. Returns whether anything changed.
     fn trim_surplus(&mut self, b: usize) -> bool {
         let k = self.boxes[b].ready.len();
-        let mut won = std::mem::take(&mut self.scratch_servers);
-        won.clear();
-        won.extend(
-            self.boxes[b]
-                .servers
-                .iter()
-                .copied()
-                .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s)),
-        );
-        if won.len() <= k {
-            self.scratch_servers = won;
+        if self.boxes[b].won.len() <= k {
             return false;
         }
+        let mut won = std::mem::take(&mut self.scratch_servers);
+        won.clear();
+        won.extend_from_slice(&self.boxes[b].won);
         let top: &[TaskId] = &self.boxes[b].ready[..k];
         won.sort_by_key(|&s| {
             let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
@@ -829,13 +850,7 @@ impl Scheduler {
     fn place_global(&mut self, b: usize, now: Nanos) {
         let mut free = std::mem::take(&mut self.scratch_servers);
         free.clear();
-        free.extend(
-            self.boxes[b]
-                .servers
-                .iter()
-                .copied()
-                .filter(|&s| self.cpus[self.servers[s.index()].cpu_idx].winner == Some(s)),
-        );
+        free.extend_from_slice(&self.boxes[b].won);
         let m = free.len();
         let ready = std::mem::take(&mut self.boxes[b].ready);
         let top = m.min(ready.len());
@@ -1287,6 +1302,80 @@ mod tests {
             })
             .unwrap_err();
         assert!(err.to_string().contains("\"x\""));
+    }
+
+    /// The Linux runtime maps a CPU's EDF order to priorities: dispatch() must list every
+    /// non-throttled server with work, earliest deadline first, with its members in local order.
+    #[test]
+    fn dispatch_exposes_the_edf_order_and_members() {
+        let system = one_cpu_boxes(&[("S1", 3, 6), ("S2", 4, 9)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let a1 = s.add_task(member("a1", "S1", 1)).unwrap();
+        let a2 = s.add_task(member("a2", "S1", 5)).unwrap();
+        let b = s.add_task(member("b", "S2", 1)).unwrap();
+        for t in [a1, a2, b] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        let d = s.dispatch(0);
+        assert_eq!(d.order.len(), 2);
+        assert_eq!((d.order[0].server, d.order[0].deadline), (ServerId(0), 6));
+        assert_eq!(
+            d.order[0].members,
+            vec![a2],
+            "global box: the member placed on the vCPU"
+        );
+        assert_eq!(
+            s.unplaced("S1"),
+            vec![a1],
+            "the other ready member waits unplaced"
+        );
+        assert_eq!((d.order[1].server, d.order[1].deadline), (ServerId(1), 9));
+        assert_eq!(
+            d.running,
+            Some(Running {
+                task: a2,
+                server: Some(ServerId(0))
+            })
+        );
+        s.advance(3); // S1 throttles: it leaves the order.
+        let d = s.dispatch(0);
+        assert_eq!(
+            d.order.iter().map(|x| x.server).collect::<Vec<_>>(),
+            vec![ServerId(1)]
+        );
+    }
+
+    /// A dedicated constrained-deadline reservation goes through the revised wake-up rule.
+    #[test]
+    fn constrained_reservation_uses_the_revised_wakeup_rule() {
+        let system = System::new(Platform::with_cpus(1), vec![], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let r = Reservation {
+            cpu: 0,
+            budget: 20,
+            period: 100,
+            deadline: 40,
+        };
+        let t = s
+            .add_task(TaskParams {
+                reservation: Some(r),
+                ..TaskParams::background("dl", 0)
+            })
+            .unwrap();
+        s.wake(0, t, None).unwrap();
+        s.advance(0);
+        let sid = s.running(0).unwrap().server.unwrap();
+        assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (20, 40));
+        s.advance(10);
+        s.block(10, t).unwrap();
+        s.advance(10);
+        // At 30: c = 10, d - t = 10; 10 * 40 > 10 * 20 overflows; D < P and d not passed:
+        // keep d = 40, c = (40 - 30) * 20 / 40 = 5.
+        s.wake(30, t, None).unwrap();
+        s.advance(30);
+        assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (5, 40));
+        assert_eq!(s.next_timer(), Some(35));
     }
 
     #[test]

@@ -232,7 +232,7 @@ pub fn gantt_svg(r: &SimReport) -> String {
     );
     let _ = writeln!(
         s,
-        "<defs><pattern id=\"thr\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"6\" fill=\"#d33\"/></pattern></defs>"
+        "<defs><pattern id=\"thr\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"6\" fill=\"#222\"/></pattern></defs>"
     );
     let _ = writeln!(
         s,

@@ -295,6 +295,47 @@ mod tests {
         assert_eq!(prm_sbf(10, 10, 7), 7);
     }
 
+    /// Against brute force: random on/off supply with saturated gaps, every integer window start.
+    #[test]
+    fn supply_tracker_matches_brute_force() {
+        let mut rng = crate::workload::Rng::new(5);
+        for _ in 0..50 {
+            let windows = vec![3, 7, 20];
+            let mut tr = SupplyTracker::new(windows.clone());
+            // Timeline of 200 units: per unit, saturated? running?
+            let mut sat = Vec::new();
+            let mut run = Vec::new();
+            let (mut s, mut r) = (true, false);
+            for _ in 0..200 {
+                if rng.between(0, 9) == 0 {
+                    s = !s;
+                }
+                if rng.between(0, 2) == 0 {
+                    r = !r;
+                }
+                sat.push(s);
+                run.push(r);
+            }
+            for t in 0..200u64 {
+                tr.set_saturated(t, sat[t as usize]);
+                tr.set_running(t, run[t as usize]);
+            }
+            tr.set_saturated(200, false);
+            for (w, &len) in windows.iter().enumerate() {
+                let mut best: Option<u64> = None;
+                for start in 0..200usize {
+                    let end = start + len as usize;
+                    if end > 200 || !sat[start..end].iter().all(|&x| x) {
+                        continue;
+                    }
+                    let v = run[start..end].iter().filter(|&&x| x).count() as u64;
+                    best = Some(best.map_or(v, |b: u64| b.min(v)));
+                }
+                assert_eq!(tr.worst[w], best, "window {len}");
+            }
+        }
+    }
+
     #[test]
     fn supply_tracker_finds_the_worst_window() {
         // Runs [0,3) and [9,12) and [12,15): the worst window of length 6 is [3,9) with 0.

@@ -1,0 +1,160 @@
+//! `rtbox analyze` on the example configurations (issue 3 acceptance).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples")).join(name)
+}
+
+/// Runs `rtbox ARGS`, returns (exit code, stdout, stderr).
+fn rtbox(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .args(args)
+        .output()
+        .expect("rtbox runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_file(tag: &str, text: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("rtbox-analyze-{}-{tag}.toml", std::process::id()));
+    std::fs::write(&p, text).expect("write temp config");
+    p
+}
+
+#[test]
+fn bdm_validation_all_five_tasks_schedulable_with_bounds() {
+    let file = example("bdm-validation.toml");
+    let (code, out, err) = rtbox(&["analyze", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    for task in ["tau1", "tau2", "tau3", "tau4", "tau5"] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{task} ")))
+            .unwrap_or_else(|| panic!("no row for {task}:\n{out}"));
+        assert!(line.contains(" ok "), "{line}");
+        assert!(line.contains("R <= "), "{line}");
+    }
+    assert!(out.trim_end().ends_with("schedulable"));
+}
+
+#[test]
+fn json_output_has_every_task() {
+    let file = example("bdm-validation.toml");
+    let (code, out, _) = rtbox(&["analyze", file.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["schedulable"], true);
+    let n: usize = v["boxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["tasks"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(n, 5);
+}
+
+/// Replaces the `[[box]]` block named `name` in a configuration by `entry`.
+fn replace_box(text: &str, name: &str, entry: &str) -> String {
+    let blocks: Vec<&str> = text.split("[[").collect();
+    let mut out = String::from(blocks[0]);
+    for b in &blocks[1..] {
+        if b.starts_with("box]") && b.contains(&format!("name = \"{name}\"")) {
+            out.push_str(entry);
+            out.push('\n');
+        } else {
+            out.push_str("[[");
+            out.push_str(b);
+        }
+    }
+    out
+}
+
+#[test]
+fn synthesized_bdm_entry_is_below_072_and_admitted() {
+    let file = example("bdm-validation.toml");
+    let (code, out, err) = rtbox(&[
+        "analyze",
+        file.to_str().unwrap(),
+        "--box",
+        "Y1",
+        "--synthesize",
+        "bdm",
+        "--delta",
+        "20ms",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let b = &v["boxes"][0];
+    let alpha: f64 = b["interface"]["alpha"].as_str().unwrap().parse().unwrap();
+    assert!(alpha <= 0.72, "alpha {alpha}");
+    let entry = b["toml"].as_str().unwrap();
+    assert!(entry.contains("interface.bdm"), "{entry}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let changed = replace_box(&text, "Y1", entry);
+    assert_ne!(changed, text);
+    let path = temp_file("synth", &changed);
+    let (code, out, err) = rtbox(&["check", path.to_str().unwrap()]);
+    assert_eq!(
+        code, 0,
+        "check refused the synthesized entry:\n{changed}\n{out}{err}"
+    );
+    let (code, out, _) = rtbox(&["analyze", path.to_str().unwrap(), "--box", "Y1"]);
+    assert_eq!(code, 0, "{out}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn synthesized_mpr_and_server_entries_are_printed() {
+    let file = example("bdm-validation.toml");
+    for args in [["mpr", "--period", "10ms"], ["server", "--period", "10ms"]] {
+        let mut a = vec![
+            "analyze",
+            file.to_str().unwrap(),
+            "--box",
+            "Y2",
+            "--synthesize",
+        ];
+        a.extend(args);
+        let (code, out, err) = rtbox(&a);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(
+            out.contains("[[box]]") && out.contains("name = \"Y2\""),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn lowered_alpha_is_not_schedulable_exit_1() {
+    let text = std::fs::read_to_string(example("bdm-validation.toml")).unwrap();
+    let lowered = text.replace("alpha = 0.72", "alpha = 0.67");
+    assert_ne!(lowered, text);
+    let path = temp_file("lowered", &lowered);
+    let (code, out, _) = rtbox(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("MISS") && out.contains(" > Y_"), "{out}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn invalid_input_exit_2() {
+    let file = example("bdm-validation.toml");
+    let f = file.to_str().unwrap();
+    assert_eq!(rtbox(&["analyze", "/nonexistent/x.toml"]).0, 2);
+    assert_eq!(rtbox(&["analyze", f, "--box", "nope"]).0, 2);
+    assert_eq!(rtbox(&["analyze", f, "--synthesize", "bdm"]).0, 2);
+    assert_eq!(
+        rtbox(&["analyze", f, "--synthesize", "bdm", "--delta", "20"]).0,
+        2
+    );
+    assert_eq!(rtbox(&["analyze", f, "--delta", "20ms"]).0, 2);
+    let (code, _, err) = rtbox(&["analyze", f, "--synthesize", "mpr", "--delta", "1ms"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--period"), "{err}");
+}
