@@ -182,9 +182,43 @@ pub fn theorem1_schedulable(tasks: &[Task], platform: &dyn MultiSupply) -> bool 
     })
 }
 
-/// Seed 002 Theorem 1 for every task (jitter folded in, see [`prepare`]).
+/// Seed 002 Theorem 1 for every task (jitter folded in, see [`prepare`]). A task's verdict
+/// counts only if every higher-or-equal-priority task passes too (its carry-in bound assumes
+/// they meet their deadlines), see [`require_hp`].
 pub fn theorem1(tasks: &[Task], platform: &dyn MultiSupply) -> Vec<GlobalVerdict> {
-    with_prepared(tasks, |ts, i| theorem1_task(ts, i, platform))
+    require_hp(
+        tasks,
+        with_prepared(tasks, |ts, i| theorem1_task(ts, i, platform)),
+    )
+}
+
+/// G-FP interference bounds assume the interfering tasks meet their deadlines: a task is
+/// guaranteed only if all tasks of higher or equal priority are.
+pub fn require_hp(tasks: &[Task], mut verdicts: Vec<GlobalVerdict>) -> Vec<GlobalVerdict> {
+    let ok: Vec<bool> = verdicts.iter().map(|v| v.schedulable).collect();
+    for (i, v) in verdicts.iter_mut().enumerate() {
+        let hp_fails = tasks
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && tasks[i].is_hp(o) && !ok[j]);
+        if hp_fails {
+            v.schedulable = false;
+            v.response = None;
+        }
+    }
+    verdicts
+}
+
+/// Global EDF interference bounds assume every other task meets its deadlines: one failure
+/// voids every guarantee of the set.
+pub fn require_all(mut verdicts: Vec<GlobalVerdict>) -> Vec<GlobalVerdict> {
+    if verdicts.iter().any(|v| !v.schedulable) {
+        for v in &mut verdicts {
+            v.schedulable = false;
+            v.response = None;
+        }
+    }
+    verdicts
 }
 
 fn with_prepared(
@@ -267,7 +301,7 @@ pub fn global_edf_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalV
 
 /// Global EDF on a supply, every task.
 pub fn global_edf(tasks: &[Task], supply: &dyn Supply) -> Vec<GlobalVerdict> {
-    with_prepared(tasks, |ts, i| global_edf_task(ts, i, supply))
+    require_all(with_prepared(tasks, |ts, i| global_edf_task(ts, i, supply)))
 }
 
 /// Global FP response-time analysis on a supply for task `k`: the least x with
@@ -326,7 +360,10 @@ pub fn global_fp_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalVe
 
 /// Global FP on a supply, every task.
 pub fn global_fp(tasks: &[Task], supply: &dyn Supply) -> Vec<GlobalVerdict> {
-    with_prepared(tasks, |ts, i| global_fp_task(ts, i, supply))
+    require_hp(
+        tasks,
+        with_prepared(tasks, |ts, i| global_fp_task(ts, i, supply)),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,8 +467,20 @@ pub fn bc_rta_variant(tasks: &[Task], m: u32, variant: BcVariant) -> Vec<Option<
             }
             r = next;
         };
-        bound[k] = result;
+        // Only valid if every interferer is schedulable.
+        let hp_ok = tasks
+            .iter()
+            .enumerate()
+            .all(|(j, o)| j == k || !me.is_hp(o) || !done[j] || bound[j].is_some());
+        bound[k] = result.filter(|_| hp_ok);
         done[k] = true;
+    }
+    // Equal priorities interfere both ways: a failure voids its peers too.
+    let failed: Vec<bool> = bound.iter().map(Option::is_none).collect();
+    for (k, b) in bound.iter_mut().enumerate() {
+        if (0..tasks.len()).any(|j| j != k && tasks[k].is_hp(&tasks[j]) && failed[j]) {
+            *b = None;
+        }
     }
     bound
 }
