@@ -305,6 +305,32 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
             per_box: vec![0.48, 0.16, 0.16, 0.2],
         },
     ));
+    for (q_us, p_us) in [(2000, 10_000), (200, 1000)] {
+        let boxes: Vec<BoxSpec> = (0..4)
+            .map(|i| {
+                let mut b = BoxSpec::new(
+                    format!("O{i}"),
+                    rtbox_model::Interface::PerCpu {
+                        budget: q_us * 1000,
+                        period: p_us * 1000,
+                    },
+                );
+                b.cpus = Some(rtbox_model::CpuSet::parse("0-1").expect("cpu list"));
+                b
+            })
+            .collect();
+        v.push((
+            case(
+                &format!("overhead: 4 boxes, {q_us}/{p_us} us on 2 CPUs, 1 hog each"),
+                boxes,
+                vec![("O0", 1), ("O1", 1), ("O2", 1), ("O3", 1)],
+                vec![],
+            ),
+            Expect {
+                per_box: vec![0.4; 4],
+            },
+        ));
+    }
     let mut reclaim = per_cpu("A", 20, 100, "0");
     reclaim.mode = rtbox_model::Mode::Reclaim;
     v.push((
