@@ -351,6 +351,7 @@ const UNSUPPORTED_EVENTS: &[(&str, &str)] = &[
         "is wall-clock spinning (throttled time counts as work); use \"run\"",
     ),
     ("iorun", "I/O events are not supported"),
+    ("membind_nodes", "NUMA binding is not supported"),
     ("mem", "memory events are not supported"),
     ("lock", "mutexes are not supported"),
     ("unlock", "mutexes are not supported"),
@@ -369,7 +370,6 @@ const UNSUPPORTED_EVENTS: &[(&str, &str)] = &[
         "taskgroup",
         "task groups are not supported (rtbox places threads in boxes itself)",
     ),
-    ("membind_nodes", "NUMA binding is not supported"),
 ];
 
 /// Adds one event to the job shape; `kind` is the event name the key starts with.
@@ -988,6 +988,8 @@ mod tests {
             r#"{"tasks": {"a": {"run": 10, "lock": "m", "timer": {"ref": "x", "period": 100}}}}"#,
         );
         assert_eq!(e.path, "tasks.a.lock");
+        let e = error_of(r#"{"tasks": {"a": {"membind_nodes": [0], "run": 1, "sleep": 1}}}"#);
+        assert!(e.reason.contains("NUMA"), "{e}");
         let e =
             error_of(r#"{"tasks": {"a": {"runtime": 10, "timer": {"ref": "x", "period": 100}}}}"#);
         assert_eq!(e.path, "tasks.a.runtime");
