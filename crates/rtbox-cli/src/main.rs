@@ -16,6 +16,7 @@ mod client;
 mod daemon;
 mod detach;
 mod exec;
+mod rtapp;
 mod sim;
 mod status;
 mod sweep;
@@ -40,6 +41,9 @@ enum Command {
     Sim(sim::Args),
     /// Schedulability of each box's tasks, or the smallest interface that makes them schedulable.
     Analyze(analyze::Args),
+    /// Write a configuration's tasks as an rt-app JSON workload.
+    #[command(name = "rt-app")]
+    RtApp(rtapp::Args),
     /// Schedulability experiments: success ratios of random task sets per utilization.
     Sweep(sweep::Args),
     /// Run the enforcement daemon (root).
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::RtApp(args) => rtapp::run(args),
         Command::Daemon(args) => daemon::run(args),
         Command::Box(args) => boxcmd::run(args),
         Command::Attach(args) => attach::run(args),
