@@ -9,7 +9,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod analyze;
+mod attach;
+mod boxcmd;
 mod check;
+mod client;
+mod daemon;
+mod detach;
+mod exec;
+mod sim;
+mod status;
+mod sweep;
 mod table;
 
 #[derive(Parser)]
@@ -27,8 +36,24 @@ struct Cli {
 enum Command {
     /// Validate a configuration, flatten its boxes into servers and run admission control.
     Check(check::Args),
+    /// Simulate a configuration in virtual time (rtbox or a Linux baseline model).
+    Sim(sim::Args),
     /// Schedulability of each box's tasks, or the smallest interface that makes them schedulable.
     Analyze(analyze::Args),
+    /// Schedulability experiments: success ratios of random task sets per utilization.
+    Sweep(sweep::Args),
+    /// Run the enforcement daemon (root).
+    Daemon(daemon::Args),
+    /// Create, change or delete a box of the running daemon.
+    Box(boxcmd::Args),
+    /// Put a process or a cgroup into a box.
+    Attach(attach::Args),
+    /// Start a command inside a box.
+    Exec(exec::Args),
+    /// Release threads from their box.
+    Detach(detach::Args),
+    /// Show the daemon's boxes, servers and members.
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +67,14 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Sim(args) => sim::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Sweep(args) => sweep::run(args),
+        Command::Daemon(args) => daemon::run(args),
+        Command::Box(args) => boxcmd::run(args),
+        Command::Attach(args) => attach::run(args),
+        Command::Exec(args) => exec::run(args),
+        Command::Detach(args) => detach::run(args),
+        Command::Status(args) => status::run(args),
     }
 }

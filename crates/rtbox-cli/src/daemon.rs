@@ -1,0 +1,51 @@
+//! `rtbox daemon [--config FILE]`: run the enforcement runtime (root).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rtbox_daemon::{DaemonConfig, DEFAULT_SOCKET, DEFAULT_STATE};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Boxes to keep from the start (TOML, see docs/config.md).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Crash journal (restored by the watchdog or the next daemon).
+    #[arg(long, default_value = DEFAULT_STATE)]
+    pub state: PathBuf,
+    /// Numeric group id allowed to use the socket besides root.
+    #[arg(long)]
+    pub group: Option<u32>,
+    /// Longest sleep of the enforcement loop, in microseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub poll_us: u64,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let system = match &args.config {
+        Some(p) => match rtbox_config::load_file(p) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("rtbox daemon: {}: {e}", p.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let cfg = DaemonConfig {
+        socket: args.socket,
+        state_file: args.state,
+        system,
+        group: args.group,
+        poll: args.poll_us.max(100) * 1000,
+    };
+    match rtbox_daemon::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rtbox daemon: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

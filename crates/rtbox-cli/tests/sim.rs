@@ -1,0 +1,96 @@
+//! Issue 4: `rtbox sim` end to end: exit codes, JSON, and the output files.
+
+use std::process::Command;
+
+fn rtbox() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rtbox"))
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn sim_writes_every_output() {
+    let dir = std::env::temp_dir().join(format!("rtbox-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (csv, trace, gantt) = (
+        dir.join("jobs.csv"),
+        dir.join("trace.json"),
+        dir.join("g.svg"),
+    );
+    let out = rtbox()
+        .args([
+            "sim",
+            &example("container-4vcpu.toml"),
+            "--duration",
+            "1s",
+            "--json",
+        ])
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--gantt")
+        .arg(&gantt)
+        .output()
+        .unwrap();
+    // The busy task's single job never finishes within 1 s, but its deadline is later: no miss.
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["model"], "rtbox");
+    assert_eq!(report["tasks"][0]["executed"], 400_000_000u64);
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv_text.starts_with("task,seq,"));
+    let tr: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(tr["traceEvents"].as_array().unwrap().len() > 10);
+    let svg = std::fs::read_to_string(&gantt).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("vm@3"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_exit_codes() {
+    // RT throttling misses deadlines on the seed 002 setup: exit 1.
+    let out = rtbox()
+        .args([
+            "sim",
+            &example("bdm-validation.toml"),
+            "--duration",
+            "5s",
+            "--model",
+            "rt-throttling",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("deadline misses"));
+    // Bad flags name the flag.
+    let out = rtbox()
+        .args([
+            "sim",
+            &example("bdm-validation.toml"),
+            "--duration",
+            "5",
+            "--model",
+            "rtbox",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
+    let out = rtbox()
+        .args(["sim", &example("bdm-validation.toml"), "--model", "cfs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"cfs\""));
+    let out = rtbox().args(["sim", "/nonexistent.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,274 @@
+//! The hard CBS rules, one small function each, in the style of the kernel's `deadline.c`.
+//!
+//! Every function is pure: it takes the server's state and the time and returns the new state.
+//! All arithmetic is on integer nanoseconds; products are taken in 128 bits.
+
+use rtbox_model::Nanos;
+
+/// The dynamic state of one CBS server: remaining budget (`runtime`, may be negative only in
+/// measured accounting after an overrun) and absolute scheduling deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CbsState {
+    pub runtime: i64,
+    pub deadline: Nanos,
+}
+
+/// The static parameters of a server: budget Q every period P, relative deadline D <= P.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CbsParams {
+    pub budget: Nanos,
+    pub period: Nanos,
+    pub deadline: Nanos,
+}
+
+impl CbsParams {
+    pub fn implicit(budget: Nanos, period: Nanos) -> Self {
+        CbsParams {
+            budget,
+            period,
+            deadline: period,
+        }
+    }
+
+    fn constrained(&self) -> bool {
+        self.deadline < self.period
+    }
+}
+
+fn q(n: Nanos) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Whether the remaining budget would let the server run above its reserved density if it kept
+/// its current deadline: `c / (d - t) > Q / D`, i.e. `c * D > (d - t) * Q`.
+///
+/// Rule: the CBS overflow check (seed 000, section 1.1, with D = P; the kernel's
+/// `dl_entity_overflow` uses the relative deadline D).
+pub fn cbs_overflow(s: CbsState, p: CbsParams, now: Nanos) -> bool {
+    if s.runtime <= 0 {
+        return false;
+    }
+    let laxity = s.deadline.saturating_sub(now);
+    u128::from(s.runtime as u64) * u128::from(p.deadline)
+        > u128::from(laxity) * u128::from(p.budget)
+}
+
+/// CBS wake-up rule for a server that becomes active at `now` (seed 000, section 1.1): if its
+/// deadline has passed or `c > (d - t) Q / P`, it gets a fresh budget and deadline
+/// (`d := t + P`, `c := Q`); otherwise it keeps `(c, d)`.
+///
+/// For constrained deadlines (D < P) whose deadline has not passed, the revised wake-up rule
+/// applies instead (Abeni, Lipari, Lelli 2015, "Constant bandwidth server revisited"; the kernel's
+/// `update_dl_revised_wakeup`): keep `d` and cut the budget to `c := (d - t) Q / D`, so the
+/// server's density never exceeds Q / D.
+pub fn cbs_wakeup(s: CbsState, p: CbsParams, now: Nanos) -> CbsState {
+    let passed = s.deadline <= now;
+    if !passed && !cbs_overflow(s, p, now) {
+        return s;
+    }
+    if !passed && p.constrained() {
+        return cbs_revised_wakeup(s, p, now);
+    }
+    CbsState {
+        runtime: q(p.budget),
+        deadline: now + p.deadline,
+    }
+}
+
+/// Revised wake-up rule for constrained deadlines (Abeni, Lipari, Lelli 2015): the deadline is
+/// kept and the budget reduced to what the density Q / D allows until it: `c := (d - t) Q / D`
+/// (rounded down).
+pub fn cbs_revised_wakeup(s: CbsState, p: CbsParams, now: Nanos) -> CbsState {
+    let laxity = s.deadline.saturating_sub(now);
+    let runtime = u128::from(laxity) * u128::from(p.budget) / u128::from(p.deadline.max(1));
+    CbsState {
+        runtime: q(u64::try_from(runtime).unwrap_or(u64::MAX)).min(s.runtime),
+        deadline: s.deadline,
+    }
+}
+
+/// Charges `ns` of execution to the server's budget (seed 000, section 1.1: the budget decreases
+/// while the server executes). The budget may go negative only with measured accounting.
+pub fn cbs_charge(s: CbsState, ns: Nanos) -> CbsState {
+    CbsState {
+        runtime: s.runtime - q(ns),
+        deadline: s.deadline,
+    }
+}
+
+/// Whether the server must be throttled: its budget is exhausted (hard CBS, seed 000 section
+/// 1.1: a server with no budget may not run until its replenishment).
+pub fn cbs_exhausted(s: CbsState) -> bool {
+    s.runtime <= 0
+}
+
+/// Replenishment of a hard CBS (seed 000, section 1.1): at the current deadline the budget is
+/// recharged and the deadline postponed, `d += P`, `c += Q` (repeated while an overrun leaves
+/// `c <= 0`, as the kernel's `replenish_dl_entity`). rtbox applies it when the server throttles
+/// and keeps the server throttled until the old deadline, which gives the same schedule and
+/// shows the post-replenishment values at once.
+pub fn cbs_replenish(s: CbsState, p: CbsParams) -> CbsState {
+    let mut out = s;
+    loop {
+        out.deadline += p.period;
+        out.runtime += q(p.budget);
+        if out.runtime > 0 {
+            return out;
+        }
+    }
+}
+
+/// Hard CBS throttling on exhaustion (seed 000, section 1.1): the server is suspended until its
+/// current deadline `d`, when it is replenished. Returns the replenished state and the time the
+/// server may run again, or `None` when `d` has already passed (then the replenished server may
+/// run at once, as the kernel does when its timer would be in the past).
+pub fn cbs_throttle(s: CbsState, p: CbsParams, now: Nanos) -> (CbsState, Option<Nanos>) {
+    let until = s.deadline;
+    let next = cbs_replenish(s, p);
+    if until > now {
+        (next, Some(until))
+    } else {
+        (next, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S1: CbsParams = CbsParams {
+        budget: 3,
+        period: 6,
+        deadline: 6,
+    };
+
+    #[test]
+    fn wakeup_keeps_a_budget_that_fits() {
+        // c = 1, d = 6, t = 4: 1 <= (6 - 4) * 3 / 6 = 1, keep.
+        let s = CbsState {
+            runtime: 1,
+            deadline: 6,
+        };
+        assert_eq!(cbs_wakeup(s, S1, 4), s);
+    }
+
+    #[test]
+    fn wakeup_resets_an_overflowing_budget() {
+        // c = 3, d = 12, t = 7: 3 > 5 * 0.5, reset to d = 13, c = 3.
+        let s = CbsState {
+            runtime: 3,
+            deadline: 12,
+        };
+        assert_eq!(
+            cbs_wakeup(s, S1, 7),
+            CbsState {
+                runtime: 3,
+                deadline: 13
+            }
+        );
+    }
+
+    #[test]
+    fn wakeup_after_deadline_resets() {
+        let s = CbsState {
+            runtime: 1,
+            deadline: 6,
+        };
+        assert_eq!(
+            cbs_wakeup(s, S1, 6),
+            CbsState {
+                runtime: 3,
+                deadline: 12
+            }
+        );
+    }
+
+    #[test]
+    fn revised_wakeup_cuts_budget_for_constrained_deadlines() {
+        // Q = 2, D = 4, P = 10; at t = 2 with c = 2, d = 4: 2 * 4 > 2 * 2 overflows;
+        // the revised rule keeps d = 4 and cuts c to (4 - 2) * 2 / 4 = 1.
+        let p = CbsParams {
+            budget: 2,
+            period: 10,
+            deadline: 4,
+        };
+        let s = CbsState {
+            runtime: 2,
+            deadline: 4,
+        };
+        assert_eq!(
+            cbs_wakeup(s, p, 2),
+            CbsState {
+                runtime: 1,
+                deadline: 4
+            }
+        );
+        // Past the deadline the plain rule applies.
+        assert_eq!(
+            cbs_wakeup(s, p, 5),
+            CbsState {
+                runtime: 2,
+                deadline: 9
+            }
+        );
+    }
+
+    #[test]
+    fn throttle_replenishes_and_waits_for_the_deadline() {
+        let s = CbsState {
+            runtime: 0,
+            deadline: 6,
+        };
+        assert_eq!(
+            cbs_throttle(s, S1, 3),
+            (
+                CbsState {
+                    runtime: 3,
+                    deadline: 12
+                },
+                Some(6)
+            )
+        );
+        // An overrun of 4 (c = -4) needs two replenishments.
+        let s = CbsState {
+            runtime: -4,
+            deadline: 6,
+        };
+        assert_eq!(
+            cbs_throttle(s, S1, 3),
+            (
+                CbsState {
+                    runtime: 2,
+                    deadline: 18
+                },
+                Some(6)
+            )
+        );
+        // Deadline already passed: no suspension.
+        assert_eq!(
+            cbs_throttle(
+                CbsState {
+                    runtime: 0,
+                    deadline: 6
+                },
+                S1,
+                8
+            )
+            .1,
+            None
+        );
+    }
+
+    #[test]
+    fn charge_and_exhaustion() {
+        let s = cbs_charge(
+            CbsState {
+                runtime: 3,
+                deadline: 6,
+            },
+            3,
+        );
+        assert!(cbs_exhausted(s));
+        assert!(!cbs_exhausted(cbs_charge(s, 0)) || s.runtime == 0);
+    }
+}

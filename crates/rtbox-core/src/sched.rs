@@ -1,0 +1,1396 @@
+//! The scheduler: servers under per-CPU EDF, local policies and placement inside boxes.
+
+use std::collections::VecDeque;
+
+use rtbox_model::{admit, Bandwidth, Mode, Nanos, Placement, Policy, System};
+
+use crate::rules::{cbs_charge, cbs_exhausted, cbs_throttle, cbs_wakeup, CbsParams, CbsState};
+use crate::types::{
+    Accounting, CoreError, CpuDecision, Event, Options, Running, ServerId, ServerInfo, Slot,
+    TaskId, TaskParams,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Box(usize),
+    Task(TaskId),
+}
+
+#[derive(Debug, Clone)]
+struct Srv {
+    cpu_idx: usize,
+    owner: Owner,
+    params: CbsParams,
+    bw: Bandwidth,
+    st: CbsState,
+    throttled: bool,
+    replenish_at: Nanos,
+    /// Had work at the last decision (running or waiting, throttled or not): a server that was
+    /// not backlogged and gets work passes the wake-up rule.
+    backlogged: bool,
+    /// Pinned members (pinned boxes) or the dedicated task.
+    members: Vec<TaskId>,
+    consumed: Nanos,
+    throttles: u64,
+    // Scratch of one decision.
+    eligible: bool,
+    excluded: bool,
+    has_work: bool,
+    tent: CbsState,
+}
+
+#[derive(Debug, Clone)]
+struct Bx {
+    name: String,
+    policy: Policy,
+    placement: Placement,
+    mode: Mode,
+    servers: Vec<ServerId>,
+    ready: Vec<TaskId>,
+    next_pin: usize,
+    /// `ready` is in local-policy order.
+    sorted: bool,
+    /// Its servers that win EDF on their CPU in the current round of a decision.
+    won: Vec<ServerId>,
+    /// A shared (weighted) box: no servers, its tasks run in the background.
+    shared: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Tk {
+    name: String,
+    /// `None`: background (no box, or a shared box).
+    box_idx: Option<usize>,
+    priority: u32,
+    cpu_idx: Option<usize>,
+    /// Pinned vCPU or dedicated server.
+    home: Option<ServerId>,
+    ready: bool,
+    deadline: Nanos,
+    seq: u64,
+    /// The vCPU the task sits on (global: assigned by the last decision).
+    placed: Option<ServerId>,
+    /// The last vCPU it sat on, to report migrations.
+    last_placed: Option<ServerId>,
+    slice_used: Nanos,
+}
+
+#[derive(Debug, Clone)]
+struct Cpu {
+    id: u32,
+    servers: Vec<ServerId>,
+    running: Option<Running>,
+    total_bw: Bandwidth,
+    active_bw: Bandwidth,
+    winner: Option<ServerId>,
+}
+
+/// The scheduling core. See the crate documentation for the calling protocol.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    opts: Options,
+    now: Nanos,
+    cpus: Vec<Cpu>,
+    cpu_index: Vec<Option<usize>>,
+    servers: Vec<Srv>,
+    boxes: Vec<Bx>,
+    tasks: Vec<Tk>,
+    background: Vec<TaskId>,
+    seq: u64,
+    dirty: bool,
+    /// A measured charge exhausted a budget: fire timers at the next advance.
+    timers_due: bool,
+    /// `next_timer` must be recomputed.
+    timer_stale: bool,
+    next_timer: Option<Nanos>,
+    events: VecDeque<Event>,
+    scratch: Vec<TaskId>,
+    scratch_servers: Vec<ServerId>,
+    scratch_running: Vec<Option<Running>>,
+}
+
+fn key(policy: Policy, t: &Tk) -> (u64, u64) {
+    match policy {
+        Policy::Fifo => (u64::from(u32::MAX - t.priority), t.seq),
+        Policy::Edf => (t.deadline, t.seq),
+        Policy::Fair => (0, t.seq),
+    }
+}
+
+impl Scheduler {
+    /// Builds the servers of an admitted system: one per flattened server, all idle with a full
+    /// budget. Tasks are registered separately with [`Scheduler::add_task`].
+    pub fn new(system: &System, opts: Options) -> Result<Self, CoreError> {
+        let adm = admit(system);
+        if !adm.admitted() {
+            return Err(CoreError::NotAdmitted(
+                adm.refusals.iter().map(|r| r.to_string()).collect(),
+            ));
+        }
+        let ids: Vec<u32> = system.platform.cpus.iter().collect();
+        let max = ids.iter().copied().max().unwrap_or(0) as usize;
+        let mut cpu_index = vec![None; max + 1];
+        for (i, &c) in ids.iter().enumerate() {
+            cpu_index[c as usize] = Some(i);
+        }
+        let mut cpus: Vec<Cpu> = ids
+            .iter()
+            .map(|&id| Cpu {
+                id,
+                servers: Vec::new(),
+                running: None,
+                total_bw: Bandwidth::ZERO,
+                active_bw: Bandwidth::ZERO,
+                winner: None,
+            })
+            .collect();
+        let mut boxes: Vec<Bx> = system
+            .boxes()
+            .iter()
+            .map(|b| Bx {
+                name: b.name().to_string(),
+                policy: b.spec.policy,
+                placement: b.spec.placement,
+                mode: b.spec.mode,
+                servers: Vec::new(),
+                ready: Vec::new(),
+                next_pin: 0,
+                sorted: true,
+                won: Vec::new(),
+                shared: b.spec.interface.is_shared(),
+            })
+            .collect();
+        let mut servers = Vec::new();
+        for fs in adm.flat_servers() {
+            let Some(b) = boxes.iter().position(|b| b.name == fs.box_name) else {
+                continue;
+            };
+            let Some(ci) = cpu_index.get(fs.cpu as usize).copied().flatten() else {
+                continue;
+            };
+            let id = ServerId(servers.len() as u32);
+            let params = CbsParams::implicit(fs.budget, fs.period);
+            servers.push(Srv::new(ci, Owner::Box(b), params, fs.bandwidth));
+            boxes[b].servers.push(id);
+            cpus[ci].servers.push(id);
+            cpus[ci].total_bw = cpus[ci].total_bw + fs.bandwidth;
+        }
+        for c in &cpus {
+            debug_assert!(c.total_bw <= Bandwidth::ONE, "CPU {} over one CPU", c.id);
+        }
+        Ok(Scheduler {
+            opts,
+            now: 0,
+            cpus,
+            cpu_index,
+            servers,
+            boxes,
+            tasks: Vec::new(),
+            background: Vec::new(),
+            seq: 0,
+            dirty: true,
+            timers_due: false,
+            timer_stale: true,
+            next_timer: None,
+            events: VecDeque::new(),
+            scratch: Vec::new(),
+            scratch_servers: Vec::new(),
+            scratch_running: Vec::new(),
+        })
+    }
+
+    fn cpu_idx(&self, cpu: u32) -> Option<usize> {
+        self.cpu_index.get(cpu as usize).copied().flatten()
+    }
+
+    /// Registers a task (blocked). Errors name the task and the field.
+    pub fn add_task(&mut self, p: TaskParams) -> Result<TaskId, CoreError> {
+        let id = TaskId(self.tasks.len() as u32);
+        let cpu_idx = match p.cpu {
+            Some(c) => Some(self.cpu_idx(c).ok_or_else(|| CoreError::UnknownCpu {
+                task: p.name.clone(),
+                cpu: c,
+            })?),
+            None => None,
+        };
+        let mut tk = Tk {
+            name: p.name.clone(),
+            box_idx: None,
+            priority: p.priority,
+            cpu_idx,
+            home: None,
+            ready: false,
+            deadline: 0,
+            seq: 0,
+            placed: None,
+            last_placed: None,
+            slice_used: 0,
+        };
+        if let Some(r) = p.reservation {
+            let bad = |reason: &str| CoreError::BadReservation {
+                task: p.name.clone(),
+                reason: reason.to_string(),
+            };
+            if p.box_name.is_some() {
+                return Err(bad(
+                    "a task with a dedicated reservation cannot be in a box",
+                ));
+            }
+            if r.budget == 0 || r.period == 0 || r.deadline == 0 {
+                return Err(bad("budget, period and deadline must be positive"));
+            }
+            if r.budget > r.deadline || r.deadline > r.period {
+                return Err(bad("needs budget <= deadline <= period"));
+            }
+            let ci = self.cpu_idx(r.cpu).ok_or_else(|| CoreError::UnknownCpu {
+                task: p.name.clone(),
+                cpu: r.cpu,
+            })?;
+            let bw = Bandwidth::of(r.budget, r.deadline.min(r.period));
+            if self.cpus[ci].total_bw + bw > Bandwidth::ONE {
+                return Err(CoreError::CpuFull {
+                    task: p.name.clone(),
+                    cpu: r.cpu,
+                });
+            }
+            let sid = ServerId(self.servers.len() as u32);
+            let params = CbsParams {
+                budget: r.budget,
+                period: r.period,
+                deadline: r.deadline,
+            };
+            let mut s = Srv::new(ci, Owner::Task(id), params, bw);
+            s.members.push(id);
+            self.servers.push(s);
+            self.cpus[ci].servers.push(sid);
+            self.cpus[ci].total_bw = self.cpus[ci].total_bw + bw;
+            tk.home = Some(sid);
+            self.tasks.push(tk);
+            return Ok(id);
+        }
+        if let Some(name) = &p.box_name {
+            let b = self
+                .boxes
+                .iter()
+                .position(|b| &b.name == name)
+                .ok_or_else(|| CoreError::UnknownBox {
+                    task: p.name.clone(),
+                    box_name: name.clone(),
+                })?;
+            let bx = &self.boxes[b];
+            if !bx.servers.is_empty() {
+                tk.box_idx = Some(b);
+                if bx.placement == Placement::Pinned {
+                    let home = match cpu_idx {
+                        Some(ci) => *bx
+                            .servers
+                            .iter()
+                            .find(|s| self.servers[s.index()].cpu_idx == ci)
+                            .ok_or_else(|| CoreError::NoServerOnCpu {
+                                task: p.name.clone(),
+                                box_name: name.clone(),
+                                cpu: p.cpu.unwrap_or(0),
+                            })?,
+                        None => bx.servers[bx.next_pin % bx.servers.len()],
+                    };
+                    self.boxes[b].next_pin += 1;
+                    self.servers[home.index()].members.push(id);
+                    tk.home = Some(home);
+                    tk.placed = Some(home);
+                }
+            } else if !bx.shared {
+                return Err(CoreError::BoxWithoutServers {
+                    task: p.name.clone(),
+                    box_name: name.clone(),
+                });
+            }
+        }
+        if tk.box_idx.is_none() {
+            self.background.push(id);
+        }
+        self.tasks.push(tk);
+        Ok(id)
+    }
+
+    fn task(&self, t: TaskId) -> Result<&Tk, CoreError> {
+        self.tasks.get(t.index()).ok_or(CoreError::UnknownTask(t))
+    }
+
+    /// The task becomes ready at `now` (job release, thread wake-up). `deadline` is the job's
+    /// absolute deadline for the edf local policy. Waking a ready task only updates its deadline.
+    /// Call [`Scheduler::advance`] after a batch of wake/block calls for fresh decisions.
+    pub fn wake(
+        &mut self,
+        now: Nanos,
+        t: TaskId,
+        deadline: Option<Nanos>,
+    ) -> Result<(), CoreError> {
+        self.task(t)?;
+        debug_assert!(now >= self.now, "time went backwards");
+        self.seq += 1;
+        let seq = self.seq;
+        let tk = &mut self.tasks[t.index()];
+        let mut reorder = false;
+        if let Some(d) = deadline {
+            reorder = tk.deadline != d;
+            tk.deadline = d;
+        }
+        if !tk.ready {
+            tk.ready = true;
+            tk.seq = seq;
+            tk.slice_used = 0;
+            reorder = true;
+            if let Some(b) = tk.box_idx {
+                self.boxes[b].ready.push(t);
+            }
+        }
+        if let (true, Some(b)) = (reorder, tk.box_idx) {
+            self.boxes[b].sorted = false;
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// The task stops being ready (job completed, thread slept).
+    pub fn block(&mut self, _now: Nanos, t: TaskId) -> Result<(), CoreError> {
+        self.task(t)?;
+        let tk = &mut self.tasks[t.index()];
+        if tk.ready {
+            tk.ready = false;
+            if let Some(b) = tk.box_idx {
+                let ready = &mut self.boxes[b].ready;
+                if let Some(i) = ready.iter().position(|&x| x == t) {
+                    ready.remove(i);
+                }
+                if self.boxes[b].placement == Placement::Global {
+                    self.tasks[t.index()].placed = None;
+                }
+            }
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Measured accounting: `ns` of CPU time consumed by the server's members. Throttling
+    /// happens at the next [`Scheduler::advance`].
+    pub fn charge(&mut self, _now: Nanos, server: ServerId, ns: Nanos) -> Result<(), CoreError> {
+        let s = self
+            .servers
+            .get_mut(server.index())
+            .ok_or(CoreError::UnknownServer(server))?;
+        s.st = cbs_charge(s.st, ns);
+        s.consumed += ns;
+        self.timer_stale = true;
+        if cbs_exhausted(s.st) {
+            self.dirty = true;
+            self.timers_due = true;
+        }
+        Ok(())
+    }
+
+    /// Moves time to `now`: charges elapsed time (implicit accounting), throttles exhausted
+    /// servers, replenishes those whose time has come, and recomputes every CPU's decision.
+    pub fn advance(&mut self, now: Nanos) {
+        self.update(now);
+        if self.dirty {
+            self.decide(now);
+            self.dirty = false;
+            self.timer_stale = true;
+        }
+        // Unchanged decisions keep the same absolute exhaustion and replenishment times.
+        if self.timer_stale {
+            self.next_timer = self.compute_next_timer();
+            self.timer_stale = false;
+        }
+    }
+
+    /// The first half of [`Scheduler::advance`]: charges elapsed time and fires due timers, but
+    /// leaves decisions (and [`Scheduler::next_timer`]) as they were. A driver that will wake or
+    /// block tasks at the same instant calls `update(now)`, then wake/block, then `advance(now)`,
+    /// and saves one decision.
+    pub fn update(&mut self, now: Nanos) {
+        debug_assert!(now >= self.now, "time went backwards");
+        let dt = now.saturating_sub(self.now);
+        if dt > 0 && self.opts.accounting == Accounting::Implicit {
+            self.charge_elapsed(dt);
+        }
+        self.now = now;
+        // Nothing can expire before the cached next timer unless a measured charge exhausted a
+        // budget (which sets `timers_due`).
+        if self.timers_due || self.next_timer.is_some_and(|t| t <= now) {
+            self.fire_timers(now);
+            self.timers_due = false;
+            self.timer_stale = true;
+        }
+    }
+
+    fn charge_elapsed(&mut self, dt: Nanos) {
+        for c in 0..self.cpus.len() {
+            let Some(r) = self.cpus[c].running else {
+                continue;
+            };
+            if let Some(s) = r.server {
+                let srv = &mut self.servers[s.index()];
+                debug_assert!(!srv.throttled, "a throttled server ran");
+                srv.st = cbs_charge(srv.st, dt);
+                srv.consumed += dt;
+                debug_assert!(srv.st.runtime >= 0, "budget went negative");
+                if srv.st.runtime <= 0 {
+                    self.dirty = true;
+                }
+                let tk = &mut self.tasks[r.task.index()];
+                tk.slice_used += dt;
+                if self.opts.timeslice > 0
+                    && tk.slice_used >= self.opts.timeslice
+                    && tk
+                        .box_idx
+                        .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
+                {
+                    self.seq += 1;
+                    tk.seq = self.seq;
+                    tk.slice_used = 0;
+                    self.dirty = true;
+                    if let Some(b) = tk.box_idx {
+                        self.boxes[b].sorted = false;
+                    }
+                }
+            }
+        }
+    }
+
+    fn fire_timers(&mut self, now: Nanos) {
+        for i in 0..self.servers.len() {
+            let s = &mut self.servers[i];
+            if s.throttled && s.replenish_at <= now {
+                s.throttled = false;
+                self.dirty = true;
+                if self.opts.record_events {
+                    self.events.push_back(Event::Replenished {
+                        at: now,
+                        server: ServerId(i as u32),
+                    });
+                }
+            }
+            if !s.throttled && cbs_exhausted(s.st) {
+                let (st, until) = cbs_throttle(s.st, s.params, now);
+                s.st = st;
+                s.throttles += 1;
+                self.dirty = true;
+                if let Some(u) = until {
+                    s.throttled = true;
+                    s.replenish_at = u;
+                }
+                if self.opts.record_events {
+                    let server = ServerId(i as u32);
+                    self.events.push_back(Event::Throttled {
+                        at: now,
+                        server,
+                        until: until.unwrap_or(now),
+                    });
+                    if until.is_none() {
+                        self.events
+                            .push_back(Event::Replenished { at: now, server });
+                    }
+                }
+            }
+        }
+    }
+
+    fn compute_next_timer(&self) -> Option<Nanos> {
+        let mut next: Option<Nanos> = None;
+        let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+        for s in &self.servers {
+            if s.throttled {
+                take(s.replenish_at);
+            }
+        }
+        for c in &self.cpus {
+            if let Some(r) = c.running {
+                if let Some(s) = r.server {
+                    let rt = self.servers[s.index()].st.runtime.max(0) as u64;
+                    take(self.now + rt);
+                    let tk = &self.tasks[r.task.index()];
+                    if self.opts.timeslice > 0
+                        && tk
+                            .box_idx
+                            .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
+                    {
+                        take(self.now + self.opts.timeslice.saturating_sub(tk.slice_used));
+                    }
+                }
+            }
+        }
+        next
+    }
+
+    /// The earliest time the core needs [`Scheduler::advance`] called: a budget exhaustion of a
+    /// running server (if its member keeps running), a replenishment, or a round-robin rotation.
+    pub fn next_timer(&self) -> Option<Nanos> {
+        self.next_timer
+    }
+
+    /// What runs on `cpu` after the last [`Scheduler::advance`].
+    pub fn running(&self, cpu: u32) -> Option<Running> {
+        self.cpu_idx(cpu).and_then(|i| self.cpus[i].running)
+    }
+
+    /// What runs on the CPU at position `idx` of [`Scheduler::cpus`] (fast path for drivers).
+    pub fn running_at(&self, idx: usize) -> Option<Running> {
+        self.cpus[idx].running
+    }
+
+    /// The platform's CPU ids, in order.
+    pub fn cpus(&self) -> impl Iterator<Item = u32> + '_ {
+        self.cpus.iter().map(|c| c.id)
+    }
+
+    pub fn cpu_count(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// The full decision for one CPU: its non-throttled servers with work in EDF order, the
+    /// members on each, and what runs.
+    pub fn dispatch(&self, cpu: u32) -> CpuDecision {
+        let Some(ci) = self.cpu_idx(cpu) else {
+            return CpuDecision {
+                cpu,
+                order: Vec::new(),
+                running: None,
+            };
+        };
+        let mut order: Vec<Slot> = self.cpus[ci]
+            .servers
+            .iter()
+            .filter(|s| {
+                let srv = &self.servers[s.index()];
+                srv.backlogged && !srv.throttled
+            })
+            .map(|&s| {
+                let srv = &self.servers[s.index()];
+                let mut members: Vec<TaskId> = match srv.owner {
+                    Owner::Box(b) if self.boxes[b].placement == Placement::Global => self.boxes[b]
+                        .ready
+                        .iter()
+                        .copied()
+                        .filter(|t| self.tasks[t.index()].placed == Some(s))
+                        .collect(),
+                    _ => srv
+                        .members
+                        .iter()
+                        .copied()
+                        .filter(|t| self.tasks[t.index()].ready)
+                        .collect(),
+                };
+                if let Owner::Box(b) = srv.owner {
+                    let pol = self.boxes[b].policy;
+                    members.sort_by_key(|t| key(pol, &self.tasks[t.index()]));
+                }
+                Slot {
+                    server: s,
+                    deadline: srv.st.deadline,
+                    members,
+                }
+            })
+            .collect();
+        order.sort_by_key(|s| (s.deadline, s.server));
+        CpuDecision {
+            cpu,
+            order,
+            running: self.cpus[ci].running,
+        }
+    }
+
+    /// Ready members of a global box that sit on no vCPU (all its running vCPUs are taken by
+    /// more urgent members), most urgent first.
+    pub fn unplaced(&self, box_name: &str) -> Vec<TaskId> {
+        let Some(b) = self.boxes.iter().find(|b| b.name == box_name) else {
+            return Vec::new();
+        };
+        let mut v: Vec<TaskId> = b
+            .ready
+            .iter()
+            .copied()
+            .filter(|t| self.tasks[t.index()].placed.is_none())
+            .collect();
+        v.sort_by_key(|t| key(b.policy, &self.tasks[t.index()]));
+        v
+    }
+
+    /// The vCPU a task sits on (pinned: always its home; global: while placed).
+    pub fn placement(&self, t: TaskId) -> Option<ServerId> {
+        self.tasks.get(t.index()).and_then(|t| t.placed)
+    }
+
+    /// Takes the oldest queued event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    pub fn server_count(&self) -> usize {
+        self.servers.len()
+    }
+
+    pub fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn task_name(&self, t: TaskId) -> &str {
+        &self.tasks[t.index()].name
+    }
+
+    /// The servers of a box, in CPU order of the flattening.
+    pub fn box_servers(&self, box_name: &str) -> &[ServerId] {
+        self.boxes
+            .iter()
+            .find(|b| b.name == box_name)
+            .map_or(&[], |b| &b.servers)
+    }
+
+    /// A view of one server. Panics on an id this scheduler did not hand out.
+    pub fn server(&self, id: ServerId) -> ServerInfo<'_> {
+        let s = &self.servers[id.index()];
+        ServerInfo {
+            id,
+            cpu: self.cpus[s.cpu_idx].id,
+            box_name: match s.owner {
+                Owner::Box(b) => Some(self.boxes[b].name.as_str()),
+                Owner::Task(_) => None,
+            },
+            task: match s.owner {
+                Owner::Task(t) => Some(t),
+                Owner::Box(_) => None,
+            },
+            budget: s.params.budget,
+            period: s.params.period,
+            relative_deadline: s.params.deadline,
+            bandwidth: s.bw,
+            runtime: s.st.runtime,
+            deadline: s.st.deadline,
+            throttled: s.throttled,
+            consumed: s.consumed,
+            throttle_count: s.throttles,
+        }
+    }
+
+    /// Recomputes every CPU's decision at `now`.
+    fn decide(&mut self, now: Nanos) {
+        // 1. Which servers have work; tentative wake-up rule for those that were idle.
+        for i in 0..self.servers.len() {
+            let has_work = self.server_has_work(i);
+            let s = &mut self.servers[i];
+            s.has_work = has_work;
+            s.excluded = false;
+            s.eligible = has_work && !s.throttled;
+            s.tent = if s.eligible && !s.backlogged {
+                cbs_wakeup(s.st, s.params, now)
+            } else {
+                s.st
+            };
+        }
+        for b in 0..self.boxes.len() {
+            if !self.boxes[b].sorted {
+                let pol = self.boxes[b].policy;
+                let mut ready = std::mem::take(&mut self.boxes[b].ready);
+                ready.sort_by_key(|t| key(pol, &self.tasks[t.index()]));
+                self.boxes[b].ready = ready;
+                self.boxes[b].sorted = true;
+            }
+        }
+        // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
+        loop {
+            for b in 0..self.boxes.len() {
+                self.boxes[b].won.clear();
+            }
+            for c in 0..self.cpus.len() {
+                let w = self.edf_winner(c);
+                self.cpus[c].winner = w;
+                if let Some(s) = w {
+                    if let Owner::Box(b) = self.servers[s.index()].owner {
+                        self.boxes[b].won.push(s);
+                    }
+                }
+            }
+            let mut changed = false;
+            for b in 0..self.boxes.len() {
+                if self.boxes[b].placement == Placement::Global && !self.boxes[b].ready.is_empty() {
+                    changed |= self.trim_surplus(b);
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // 3. Place global members on winning vCPUs.
+        for b in 0..self.boxes.len() {
+            if self.boxes[b].placement == Placement::Global {
+                self.place_global(b, now);
+            }
+        }
+        // 4. What runs per CPU: the winner's first member, else background work.
+        let mut new_running = std::mem::take(&mut self.scratch_running);
+        new_running.clear();
+        for c in 0..self.cpus.len() {
+            new_running.push(self.cpus[c].winner.and_then(|s| {
+                self.server_head(s).map(|task| Running {
+                    task,
+                    server: Some(s),
+                })
+            }));
+        }
+        self.place_background(&mut new_running);
+        // 5. Commit CBS state and check invariants.
+        let check = cfg!(debug_assertions);
+        if check {
+            for c in 0..self.cpus.len() {
+                self.cpus[c].active_bw = Bandwidth::ZERO;
+            }
+        }
+        for i in 0..self.servers.len() {
+            let s = &mut self.servers[i];
+            let has_work = s.has_work;
+            let active = s.eligible && !s.excluded;
+            if active && !s.backlogged {
+                s.st = s.tent;
+            }
+            s.backlogged = active || (s.throttled && has_work);
+            if check && active {
+                let c = &mut self.cpus[s.cpu_idx];
+                c.active_bw = c.active_bw + s.bw;
+            }
+        }
+        for (c, &new) in new_running.iter().enumerate() {
+            let cpu = &self.cpus[c];
+            debug_assert!(
+                cpu.active_bw <= cpu.total_bw,
+                "CPU {}: active bandwidth above the CPU's servers",
+                cpu.id
+            );
+            if let Some(Running {
+                server: Some(s), ..
+            }) = new
+            {
+                debug_assert!(
+                    !self.servers[s.index()].throttled,
+                    "a throttled server runs"
+                );
+                debug_assert!(
+                    self.servers[s.index()].st.runtime > 0,
+                    "a server without budget runs"
+                );
+            }
+            if cpu.running != new {
+                if self.opts.record_events {
+                    self.events.push_back(Event::Dispatched {
+                        at: now,
+                        cpu: cpu.id,
+                        running: new,
+                    });
+                }
+                self.cpus[c].running = new;
+            }
+        }
+        self.scratch_running = new_running;
+    }
+
+    fn server_has_work(&self, i: usize) -> bool {
+        let s = &self.servers[i];
+        match s.owner {
+            Owner::Task(t) => self.tasks[t.index()].ready,
+            Owner::Box(b) => match self.boxes[b].placement {
+                Placement::Global => !self.boxes[b].ready.is_empty(),
+                Placement::Pinned => s.members.iter().any(|t| self.tasks[t.index()].ready),
+            },
+        }
+    }
+
+    fn edf_winner(&self, c: usize) -> Option<ServerId> {
+        let mut best: Option<(Nanos, ServerId)> = None;
+        for &s in &self.cpus[c].servers {
+            let srv = &self.servers[s.index()];
+            if srv.eligible && !srv.excluded {
+                let k = (srv.tent.deadline, s);
+                if best.is_none_or(|b| k < b) {
+                    best = Some(k);
+                }
+            }
+        }
+        best.map(|(_, s)| s)
+    }
+
+    /// A global box with fewer ready members than winning vCPUs idles the surplus vCPUs (they
+    /// leave EDF so other servers can use the CPU). Keeps the vCPUs its members already sit on,
+    /// then the earliest deadlines. Returns whether anything changed.
+    fn trim_surplus(&mut self, b: usize) -> bool {
+        let k = self.boxes[b].ready.len();
+        if self.boxes[b].won.len() <= k {
+            return false;
+        }
+        let mut won = std::mem::take(&mut self.scratch_servers);
+        won.clear();
+        won.extend_from_slice(&self.boxes[b].won);
+        let top: &[TaskId] = &self.boxes[b].ready[..k];
+        won.sort_by_key(|&s| {
+            let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
+            (!hosts, self.servers[s.index()].tent.deadline, s)
+        });
+        for &s in &won[k..] {
+            self.servers[s.index()].excluded = true;
+        }
+        self.scratch_servers = won;
+        true
+    }
+
+    /// The box's most urgent ready members take its winning vCPUs; a member keeps its vCPU if
+    /// that still runs (G-FP invariant of seed 002 section 3.3; migration away from a throttled or
+    /// preempted vCPU as seed 004 section 3.1).
+    fn place_global(&mut self, b: usize, now: Nanos) {
+        let mut free = std::mem::take(&mut self.scratch_servers);
+        free.clear();
+        free.extend_from_slice(&self.boxes[b].won);
+        let m = free.len();
+        let ready = std::mem::take(&mut self.boxes[b].ready);
+        let top = m.min(ready.len());
+        let mut pending = std::mem::take(&mut self.scratch);
+        pending.clear();
+        for &t in &ready[..top] {
+            match self.tasks[t.index()].placed {
+                Some(s) if free.contains(&s) => free.retain(|&x| x != s),
+                _ => pending.push(t),
+            }
+        }
+        free.sort_by_key(|&s| self.servers[s.index()].cpu_idx);
+        for &t in &ready[top..] {
+            self.tasks[t.index()].placed = None;
+        }
+        for (&t, &s) in pending.iter().zip(free.iter()) {
+            let tk = &mut self.tasks[t.index()];
+            if let Some(from) = tk.last_placed.filter(|&f| f != s) {
+                if self.opts.record_events {
+                    self.events.push_back(Event::Migrated {
+                        at: now,
+                        task: t,
+                        from,
+                        to: s,
+                    });
+                }
+            }
+            tk.placed = Some(s);
+            tk.last_placed = Some(s);
+        }
+        self.scratch = pending;
+        self.scratch_servers = free;
+        self.boxes[b].ready = ready;
+    }
+
+    /// The member that runs if server `s` runs.
+    fn server_head(&self, s: ServerId) -> Option<TaskId> {
+        let srv = &self.servers[s.index()];
+        match srv.owner {
+            Owner::Task(t) => Some(t),
+            Owner::Box(b) => {
+                let bx = &self.boxes[b];
+                match bx.placement {
+                    Placement::Global => bx
+                        .ready
+                        .iter()
+                        .copied()
+                        .find(|t| self.tasks[t.index()].placed == Some(s)),
+                    Placement::Pinned => srv
+                        .members
+                        .iter()
+                        .copied()
+                        .filter(|t| self.tasks[t.index()].ready)
+                        .min_by_key(|t| key(bx.policy, &self.tasks[t.index()])),
+                }
+            }
+        }
+    }
+
+    /// CPUs no server uses run background tasks by global fixed priority, then members of
+    /// throttled reclaim-mode boxes.
+    fn place_background(&mut self, running: &mut [Option<Running>]) {
+        if running.iter().all(|r| r.is_some()) {
+            return;
+        }
+        let mut cand = std::mem::take(&mut self.scratch);
+        cand.clear();
+        cand.extend(
+            self.background
+                .iter()
+                .copied()
+                .filter(|t| self.tasks[t.index()].ready),
+        );
+        cand.sort_by_key(|t| {
+            let tk = &self.tasks[t.index()];
+            (u32::MAX - tk.priority, tk.seq)
+        });
+        let bg = cand.len();
+        for bx in &self.boxes {
+            if bx.mode == Mode::Reclaim {
+                for &t in &bx.ready {
+                    if !running.iter().any(|r| r.is_some_and(|r| r.task == t)) {
+                        cand.push(t);
+                    }
+                }
+            }
+        }
+        for (i, &t) in cand.iter().enumerate() {
+            let tk = &self.tasks[t.index()];
+            let allowed = |c: usize| -> bool {
+                if running[c].is_some() {
+                    return false;
+                }
+                if i < bg {
+                    return tk.cpu_idx.is_none_or(|x| x == c);
+                }
+                // Reclaim: the CPUs of the box's servers (pinned: its home CPU only).
+                match tk.home {
+                    Some(h) => self.servers[h.index()].cpu_idx == c,
+                    None => tk.box_idx.is_some_and(|b| {
+                        self.boxes[b]
+                            .servers
+                            .iter()
+                            .any(|s| self.servers[s.index()].cpu_idx == c)
+                    }),
+                }
+            };
+            let prev = self
+                .cpus
+                .iter()
+                .position(|c| c.running.is_some_and(|r| r.task == t));
+            let pick = match prev {
+                Some(p) if allowed(p) => Some(p),
+                _ => (0..running.len()).find(|&c| allowed(c)),
+            };
+            if let Some(c) = pick {
+                running[c] = Some(Running {
+                    task: t,
+                    server: None,
+                });
+            }
+            if running.iter().all(|r| r.is_some()) {
+                break;
+            }
+        }
+        self.scratch = cand;
+    }
+}
+
+impl Srv {
+    fn new(cpu_idx: usize, owner: Owner, params: CbsParams, bw: Bandwidth) -> Self {
+        let st = CbsState {
+            runtime: i64::try_from(params.budget).unwrap_or(i64::MAX),
+            deadline: 0,
+        };
+        Srv {
+            cpu_idx,
+            owner,
+            params,
+            bw,
+            st,
+            throttled: false,
+            replenish_at: 0,
+            backlogged: false,
+            members: Vec::new(),
+            consumed: 0,
+            throttles: 0,
+            eligible: false,
+            excluded: false,
+            has_work: false,
+            tent: st,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Reservation, TaskParams};
+    use rtbox_model::{BoxSpec, Interface, Platform, ServerSpec, System};
+
+    fn one_cpu_boxes(specs: &[(&str, Nanos, Nanos)]) -> System {
+        let boxes = specs
+            .iter()
+            .map(|&(n, q, p)| {
+                BoxSpec::new(
+                    n,
+                    Interface::Servers(vec![ServerSpec {
+                        cpu: 0,
+                        budget: q,
+                        period: p,
+                    }]),
+                )
+            })
+            .collect();
+        let mut platform = Platform::with_cpus(1);
+        platform.cap = Bandwidth::ONE;
+        System::new(platform, boxes, vec![]).unwrap()
+    }
+
+    fn member(name: &str, b: &str, prio: u32) -> TaskParams {
+        TaskParams {
+            box_name: Some(b.into()),
+            ..TaskParams::background(name, prio)
+        }
+    }
+
+    /// Drives the scheduler like the simulator: `work[t]` ns per task, all released at 0.
+    /// Returns completion times and the (time, runtime, deadline) of each server at every step.
+    fn run(sched: &mut Scheduler, work: &mut [Nanos], until: Nanos) -> Vec<Option<Nanos>> {
+        let mut done = vec![None; work.len()];
+        for t in 0..work.len() {
+            sched.wake(0, TaskId(t as u32), None).unwrap();
+        }
+        sched.advance(0);
+        let mut now = 0;
+        while now < until {
+            let mut next = sched.next_timer().unwrap_or(until);
+            for c in 0..sched.cpu_count() {
+                if let Some(r) = sched.running_at(c) {
+                    next = next.min(now + work[r.task.index()]);
+                }
+            }
+            let next = next.min(until);
+            for c in 0..sched.cpu_count() {
+                if let Some(r) = sched.running_at(c) {
+                    work[r.task.index()] -= next - now;
+                }
+            }
+            now = next;
+            sched.advance(now);
+            for (t, w) in work.iter().enumerate() {
+                if *w == 0 && done[t].is_none() {
+                    done[t] = Some(now);
+                    sched.block(now, TaskId(t as u32)).unwrap();
+                }
+            }
+            sched.advance(now);
+        }
+        done
+    }
+
+    /// Issue 4, scenario 1: the golden hard-CBS trace of analysis-facts.md, step by step.
+    #[test]
+    fn golden_hard_cbs_trace() {
+        let system = one_cpu_boxes(&[("S1", 3, 6), ("S2", 4, 9)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let a = s.add_task(member("A", "S1", 1)).unwrap();
+        let b = s.add_task(member("B", "S2", 1)).unwrap();
+        let (s1, s2) = (ServerId(0), ServerId(1));
+        s.wake(0, a, None).unwrap();
+        s.wake(0, b, None).unwrap();
+        s.advance(0);
+        assert_eq!(
+            s.running(0),
+            Some(Running {
+                task: a,
+                server: Some(s1)
+            })
+        );
+        assert_eq!(s.next_timer(), Some(3));
+        s.advance(3);
+        let i1 = s.server(s1);
+        assert_eq!((i1.runtime, i1.deadline, i1.throttled), (3, 12, true));
+        let i2 = s.server(s2);
+        assert_eq!((i2.runtime, i2.deadline), (4, 9));
+        assert_eq!(
+            s.running(0),
+            Some(Running {
+                task: b,
+                server: Some(s2)
+            })
+        );
+        assert_eq!(s.next_timer(), Some(6));
+        s.advance(6);
+        assert!(!s.server(s1).throttled);
+        assert_eq!(
+            s.running(0).unwrap().task,
+            b,
+            "S2 (d=9) keeps the CPU over S1 (d=12)"
+        );
+        assert_eq!(s.next_timer(), Some(7));
+        s.advance(7);
+        assert_eq!(s.server(s2).deadline, 18);
+        assert!(s.server(s2).throttled);
+        assert_eq!(s.running(0).unwrap().task, a);
+        s.advance(9); // A has run 3 + 2 = 5: done.
+        assert_eq!(s.server(s1).runtime, 1);
+        s.block(9, a).unwrap();
+        s.advance(9);
+        assert_eq!(s.running(0).unwrap().task, b);
+        s.advance(12); // B has run 4 + 3 = 7: done.
+        let i2 = s.server(s2);
+        assert_eq!((i2.runtime, i2.deadline), (1, 18));
+        s.block(12, b).unwrap();
+        s.advance(12);
+        assert_eq!(s.running(0), None);
+    }
+
+    #[test]
+    fn golden_trace_through_a_driver_loop() {
+        let system = one_cpu_boxes(&[("S1", 3, 6), ("S2", 4, 9)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        s.add_task(member("A", "S1", 1)).unwrap();
+        s.add_task(member("B", "S2", 1)).unwrap();
+        let done = run(&mut s, &mut [5, 7], 20);
+        assert_eq!(done, vec![Some(9), Some(12)]);
+        assert_eq!(s.server(ServerId(0)).consumed, 5);
+        assert_eq!(s.server(ServerId(1)).throttle_count, 1);
+    }
+
+    fn four_vcpus(placement: Placement) -> System {
+        let mut b = BoxSpec::new(
+            "vm",
+            Interface::PerCpu {
+                budget: 10,
+                period: 100,
+            },
+        );
+        b.placement = placement;
+        System::new(Platform::with_cpus(4), vec![b], vec![]).unwrap()
+    }
+
+    /// Issue 4, scenario 3 at core level: a busy member of a global box migrates across the four
+    /// vCPUs and gets 40 of every 100; pinned it gets 10.
+    #[test]
+    fn busy_task_gets_all_vcpus_only_with_global_placement() {
+        for (placement, expect) in [(Placement::Global, 40), (Placement::Pinned, 10)] {
+            let mut s = Scheduler::new(&four_vcpus(placement), Options::default()).unwrap();
+            s.add_task(member("busy", "vm", 1)).unwrap();
+            let mut work = [u64::MAX / 4];
+            let before = work[0];
+            run(&mut s, &mut work, 1000);
+            assert_eq!(before - work[0], expect * 10, "{placement:?}");
+        }
+        let mut s = Scheduler::new(&four_vcpus(Placement::Global), Options::default()).unwrap();
+        let t = s.add_task(member("busy", "vm", 1)).unwrap();
+        run(&mut s, &mut [u64::MAX / 4], 99);
+        let mut migrations = 0;
+        while let Some(e) = s.poll_event() {
+            if let Event::Migrated { task, .. } = e {
+                assert_eq!(task, t);
+                migrations += 1;
+            }
+        }
+        assert_eq!(migrations, 3);
+    }
+
+    #[test]
+    fn fifo_priority_and_background() {
+        let system = one_cpu_boxes(&[("S", 5, 10)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let lo = s.add_task(member("lo", "S", 1)).unwrap();
+        let hi = s.add_task(member("hi", "S", 9)).unwrap();
+        let bg = s.add_task(TaskParams::background("bg", 99)).unwrap();
+        s.wake(0, lo, None).unwrap();
+        s.wake(0, bg, None).unwrap();
+        s.advance(0);
+        assert_eq!(
+            s.running(0).unwrap().task,
+            lo,
+            "a server runs above any background task"
+        );
+        s.wake(1, hi, None).unwrap();
+        s.advance(1);
+        assert_eq!(s.running(0).unwrap().task, hi);
+        s.advance(5);
+        assert_eq!(
+            s.running(0),
+            Some(Running {
+                task: bg,
+                server: None
+            }),
+            "throttled box leaves the CPU to the background"
+        );
+    }
+
+    #[test]
+    fn edf_and_fair_local_policies() {
+        let mut b = BoxSpec::new(
+            "E",
+            Interface::PerCpu {
+                budget: 50,
+                period: 100,
+            },
+        );
+        b.policy = Policy::Edf;
+        let mut f = BoxSpec::new(
+            "F",
+            Interface::PerCpu {
+                budget: 40,
+                period: 100,
+            },
+        );
+        f.policy = Policy::Fair;
+        let system = System::new(Platform::with_cpus(1), vec![b, f], vec![]).unwrap();
+        let opts = Options {
+            timeslice: 4,
+            ..Options::default()
+        };
+        let mut s = Scheduler::new(&system, opts).unwrap();
+        let e1 = s.add_task(member("e1", "E", 9)).unwrap();
+        let e2 = s.add_task(member("e2", "E", 1)).unwrap();
+        s.wake(0, e1, Some(50)).unwrap();
+        s.wake(0, e2, Some(20)).unwrap();
+        s.advance(0);
+        assert_eq!(s.running(0).unwrap().task, e2, "edf ignores priority");
+        let f1 = s.add_task(member("f1", "F", 1)).unwrap();
+        let f2 = s.add_task(member("f2", "F", 1)).unwrap();
+        s.block(0, e1).unwrap();
+        s.block(0, e2).unwrap();
+        s.wake(0, f1, None).unwrap();
+        s.wake(0, f2, None).unwrap();
+        s.advance(0);
+        assert_eq!(s.running(0).unwrap().task, f1);
+        assert_eq!(s.next_timer(), Some(4));
+        s.advance(4);
+        assert_eq!(
+            s.running(0).unwrap().task,
+            f2,
+            "round robin after one timeslice"
+        );
+    }
+
+    #[test]
+    fn dedicated_reservation_and_measured_overrun() {
+        let system = System::new(Platform::with_cpus(1), vec![], vec![]).unwrap();
+        let opts = Options {
+            accounting: Accounting::Measured,
+            ..Options::default()
+        };
+        let mut s = Scheduler::new(&system, opts).unwrap();
+        let r = Reservation {
+            cpu: 0,
+            budget: 2,
+            period: 10,
+            deadline: 10,
+        };
+        let t = s
+            .add_task(TaskParams {
+                reservation: Some(r),
+                ..TaskParams::background("dl", 0)
+            })
+            .unwrap();
+        s.wake(0, t, None).unwrap();
+        s.advance(0);
+        let sid = s.running(0).unwrap().server.unwrap();
+        s.charge(3, sid, 5).unwrap(); // overran by 3
+        s.advance(3);
+        let info = s.server(sid);
+        assert!(info.throttled);
+        assert_eq!(
+            (info.runtime, info.deadline),
+            (1, 30),
+            "overrun paid back over two periods"
+        );
+        assert_eq!(s.running(0), None);
+        // Too much bandwidth is refused with the task's name.
+        let big = Reservation {
+            cpu: 0,
+            budget: 9,
+            period: 10,
+            deadline: 10,
+        };
+        let err = s
+            .add_task(TaskParams {
+                reservation: Some(big),
+                ..TaskParams::background("x", 0)
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("\"x\""));
+    }
+
+    /// The Linux runtime maps a CPU's EDF order to priorities: dispatch() must list every
+    /// non-throttled server with work, earliest deadline first, with its members in local order.
+    #[test]
+    fn dispatch_exposes_the_edf_order_and_members() {
+        let system = one_cpu_boxes(&[("S1", 3, 6), ("S2", 4, 9)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let a1 = s.add_task(member("a1", "S1", 1)).unwrap();
+        let a2 = s.add_task(member("a2", "S1", 5)).unwrap();
+        let b = s.add_task(member("b", "S2", 1)).unwrap();
+        for t in [a1, a2, b] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        let d = s.dispatch(0);
+        assert_eq!(d.order.len(), 2);
+        assert_eq!((d.order[0].server, d.order[0].deadline), (ServerId(0), 6));
+        assert_eq!(
+            d.order[0].members,
+            vec![a2],
+            "global box: the member placed on the vCPU"
+        );
+        assert_eq!(
+            s.unplaced("S1"),
+            vec![a1],
+            "the other ready member waits unplaced"
+        );
+        assert_eq!((d.order[1].server, d.order[1].deadline), (ServerId(1), 9));
+        assert_eq!(
+            d.running,
+            Some(Running {
+                task: a2,
+                server: Some(ServerId(0))
+            })
+        );
+        s.advance(3); // S1 throttles: it leaves the order.
+        let d = s.dispatch(0);
+        assert_eq!(
+            d.order.iter().map(|x| x.server).collect::<Vec<_>>(),
+            vec![ServerId(1)]
+        );
+    }
+
+    /// A dedicated constrained-deadline reservation goes through the revised wake-up rule.
+    #[test]
+    fn constrained_reservation_uses_the_revised_wakeup_rule() {
+        let system = System::new(Platform::with_cpus(1), vec![], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let r = Reservation {
+            cpu: 0,
+            budget: 20,
+            period: 100,
+            deadline: 40,
+        };
+        let t = s
+            .add_task(TaskParams {
+                reservation: Some(r),
+                ..TaskParams::background("dl", 0)
+            })
+            .unwrap();
+        s.wake(0, t, None).unwrap();
+        s.advance(0);
+        let sid = s.running(0).unwrap().server.unwrap();
+        assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (20, 40));
+        s.advance(10);
+        s.block(10, t).unwrap();
+        s.advance(10);
+        // At 30: c = 10, d - t = 10; 10 * 40 > 10 * 20 overflows; D < P and d not passed:
+        // keep d = 40, c = (40 - 30) * 20 / 40 = 5.
+        s.wake(30, t, None).unwrap();
+        s.advance(30);
+        assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (5, 40));
+        assert_eq!(s.next_timer(), Some(35));
+    }
+
+    #[test]
+    fn bad_tasks_get_named_errors() {
+        let system = one_cpu_boxes(&[("S", 5, 10)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let e = s.add_task(member("t", "nope", 1)).unwrap_err();
+        assert_eq!(e.to_string(), "task \"t\": box = \"nope\" is not a box");
+        let e = s
+            .add_task(TaskParams {
+                cpu: Some(7),
+                ..member("u", "S", 1)
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("cpu = 7"));
+        assert!(s.wake(0, TaskId(42), None).is_err());
+    }
+}

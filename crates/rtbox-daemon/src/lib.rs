@@ -1,0 +1,19 @@
+//! The rtbox daemon: keeps boxes, takes requests on a Unix socket, and enforces the boxes'
+//! reservations on real threads by driving `rtbox-core` in Measured accounting mode.
+//!
+//! See docs/runtime.md for the design (priority range, modes, kernel rules, crash safety).
+
+pub mod bench;
+pub mod client;
+pub mod daemon;
+pub mod metrics;
+pub mod protocol;
+pub mod runtime;
+
+pub use daemon::{run, DaemonConfig, DaemonError};
+pub use runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO, PRIO_HI, PRIO_LO};
+
+/// Default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/rtbox/rtbox.sock";
+/// Default state file (the crash journal).
+pub const DEFAULT_STATE: &str = "/run/rtbox/state.json";

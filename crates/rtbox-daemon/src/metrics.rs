@@ -1,0 +1,90 @@
+//! Prometheus text exposition of the per-server figures.
+
+use std::fmt::Write;
+
+use crate::runtime::ServerRow;
+
+/// Render the rows in the Prometheus text format (version 0.0.4).
+pub fn render(rows: &[ServerRow]) -> String {
+    let mut out = String::new();
+    let metrics: [(&str, &str, &str, fn(&ServerRow) -> f64); 7] = [
+        (
+            "rtbox_server_budget_seconds",
+            "gauge",
+            "Budget Q per period",
+            |r| r.budget as f64 / 1e9,
+        ),
+        ("rtbox_server_period_seconds", "gauge", "Period P", |r| {
+            r.period as f64 / 1e9
+        }),
+        (
+            "rtbox_server_budget_left_seconds",
+            "gauge",
+            "Budget left in the current period (negative: overrun)",
+            |r| r.runtime as f64 / 1e9,
+        ),
+        (
+            "rtbox_server_consumed_seconds_total",
+            "counter",
+            "CPU time consumed by the server's members",
+            |r| r.consumed as f64 / 1e9,
+        ),
+        (
+            "rtbox_server_throttles_total",
+            "counter",
+            "Times the server exhausted its budget",
+            |r| r.throttles as f64,
+        ),
+        (
+            "rtbox_server_max_overrun_seconds",
+            "gauge",
+            "Worst consumption beyond Q in one period",
+            |r| r.max_overrun as f64 / 1e9,
+        ),
+        (
+            "rtbox_server_members",
+            "gauge",
+            "Threads currently on this vCPU",
+            |r| r.members.len() as f64,
+        ),
+    ];
+    for (name, kind, help, f) in metrics {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for r in rows {
+            let _ = writeln!(
+                out,
+                "{name}{{box=\"{}\",cpu=\"{}\"}} {}",
+                r.box_name.replace('\\', "\\\\").replace('"', "\\\""),
+                r.cpu,
+                f(r)
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_appears_in_every_metric() {
+        let row = ServerRow {
+            box_name: "a\"b".into(),
+            cpu: 1,
+            budget: 20_000_000,
+            period: 100_000_000,
+            runtime: -5000,
+            consumed: 3_000_000_000,
+            throttled: false,
+            throttles: 30,
+            max_overrun: 5000,
+            members: vec![1, 2],
+        };
+        let text = render(&[row]);
+        assert_eq!(text.matches("{box=\"a\\\"b\",cpu=\"1\"}").count(), 7);
+        assert!(text.contains("rtbox_server_budget_seconds{box=\"a\\\"b\",cpu=\"1\"} 0.02"));
+        assert!(text.contains("rtbox_server_throttles_total{box=\"a\\\"b\",cpu=\"1\"} 30"));
+    }
+}

@@ -1,0 +1,196 @@
+//! The socket protocol: one JSON object per line each way.
+//!
+//! Requests carry `"op"`: `create`, `set`, `delete`, `attach`, `detach`, `status`, `metrics`.
+//! Every reply is `{"ok": true, ...}` or `{"ok": false, "error": "..."}`; a malformed or refused
+//! request changes nothing.
+
+use serde::{Deserialize, Serialize};
+
+use rtbox_model::{
+    parse_control_string, parse_duration, BoxSpec, CpuSet, Interface, Mode, Placement, Policy,
+};
+
+/// A box as a request describes it. Exactly one of: `budget`+`period` (the same server on every
+/// CPU of the box), `servers` (control string, seed-000 syntax), `weight` (shared box).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoxReq {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// CPU list such as "0-1".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// Duration with unit, e.g. "20ms".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// One request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Request {
+    Create {
+        #[serde(rename = "box")]
+        spec: BoxReq,
+    },
+    Set {
+        #[serde(rename = "box")]
+        spec: BoxReq,
+    },
+    Delete {
+        name: String,
+    },
+    Attach {
+        #[serde(rename = "box")]
+        box_name: String,
+        #[serde(default)]
+        pid: Option<i32>,
+        #[serde(default)]
+        cgroup: Option<String>,
+    },
+    Detach {
+        #[serde(default)]
+        pid: Option<i32>,
+        #[serde(default)]
+        cgroup: Option<String>,
+        #[serde(default, rename = "box")]
+        box_name: Option<String>,
+    },
+    Status,
+    Metrics,
+}
+
+/// Parse one request line; the error names what is wrong.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    serde_json::from_str(line).map_err(|e| format!("malformed request: {e}"))
+}
+
+fn field_err(name: &str, field: &str, why: impl std::fmt::Display) -> String {
+    format!("box \"{name}\": {field}: {why}")
+}
+
+impl BoxReq {
+    /// Convert to a model box; the error names the field. (Cross-box rules are checked by
+    /// `System::new` and admission.)
+    pub fn to_spec(&self) -> Result<BoxSpec, String> {
+        let n = &self.name;
+        let dur = |field: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+            v.as_deref()
+                .map(|s| parse_duration(s).map_err(|e| field_err(n, field, e)))
+                .transpose()
+        };
+        let budget = dur("budget", &self.budget)?;
+        let period = dur("period", &self.period)?;
+        let interface = match (budget, period, &self.servers, self.weight) {
+            (Some(budget), Some(period), None, None) => Interface::PerCpu { budget, period },
+            (None, None, Some(s), None) => Interface::Servers(
+                parse_control_string(s).map_err(|e| field_err(n, "servers", e.0))?,
+            ),
+            (None, None, None, Some(weight)) => Interface::Shared { weight },
+            (Some(_), None, None, None) | (None, Some(_), None, None) => {
+                return Err(field_err(n, "budget/period", "both are needed"))
+            }
+            _ => {
+                return Err(field_err(
+                    n,
+                    "interface",
+                    "give exactly one of budget+period, servers, weight",
+                ))
+            }
+        };
+        let mut spec = BoxSpec::new(n.clone(), interface);
+        spec.parent = self.parent.clone();
+        if let Some(c) = &self.cpus {
+            spec.cpus = Some(CpuSet::parse(c).map_err(|e| field_err(n, "cpus", e.0))?);
+        }
+        if let Some(p) = &self.policy {
+            spec.policy = Policy::from_name(p).ok_or_else(|| {
+                field_err(n, "policy", format!("\"{p}\" is not fifo, edf or fair"))
+            })?;
+        }
+        if let Some(p) = &self.placement {
+            spec.placement = Placement::from_name(p).ok_or_else(|| {
+                field_err(n, "placement", format!("\"{p}\" is not global or pinned"))
+            })?;
+        }
+        if let Some(m) = &self.mode {
+            spec.mode = Mode::from_name(m)
+                .ok_or_else(|| field_err(n, "mode", format!("\"{m}\" is not hard or reclaim")))?;
+        }
+        Ok(spec)
+    }
+}
+
+/// A successful reply with extra fields, or an error reply.
+pub fn reply_ok(data: serde_json::Value) -> String {
+    let mut v = serde_json::json!({"ok": true});
+    if let (Some(o), serde_json::Value::Object(d)) = (v.as_object_mut(), data) {
+        o.extend(d);
+    }
+    v.to_string()
+}
+
+pub fn reply_err(msg: &str) -> String {
+    serde_json::json!({"ok": false, "error": msg}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse_and_bad_ones_are_named() {
+        let r = parse_request(
+            r#"{"op":"create","box":{"name":"A","budget":"20ms","period":"100ms","cpus":"0"}}"#,
+        )
+        .unwrap();
+        let Request::Create { spec } = r else {
+            panic!()
+        };
+        let s = spec.to_spec().unwrap();
+        assert_eq!(
+            s.interface,
+            Interface::PerCpu {
+                budget: 20_000_000,
+                period: 100_000_000
+            }
+        );
+        assert!(parse_request(r#"{"op":"explode"}"#).is_err());
+        assert!(parse_request(r#"{"op":"status","x":1}"#).is_err());
+        assert!(parse_request("not json").is_err());
+        let bad = BoxReq {
+            name: "B".into(),
+            budget: Some("20".into()),
+            period: Some("1s".into()),
+            ..Default::default()
+        };
+        assert!(bad.to_spec().unwrap_err().contains("budget"));
+        let both = BoxReq {
+            name: "C".into(),
+            weight: Some(2),
+            servers: Some("0 1000/2000".into()),
+            ..Default::default()
+        };
+        assert!(both.to_spec().unwrap_err().contains("exactly one"));
+        let mode = BoxReq {
+            name: "D".into(),
+            weight: Some(1),
+            mode: Some("soft".into()),
+            ..Default::default()
+        };
+        assert!(mode.to_spec().unwrap_err().contains("mode"));
+    }
+}

@@ -1,0 +1,1026 @@
+//! The enforcement runtime: members, the scheduling core in Measured mode, and the mapping of
+//! its decisions onto real threads.
+//!
+//! Per CPU the non-throttled servers are ranked by EDF (deadline, then server id) and each rank
+//! gets a band of SCHED_FIFO priorities inside [`PRIO_LO`]..=[`PRIO_HI`], most urgent band on
+//! top; inside a band members keep their relative priorities (by the rank of their original
+//! RT priority within the box). A member whose server is throttled is frozen (hard mode, cgroup
+//! v2 freeze of its own threaded cgroup) or demoted to SCHED_IDLE (reclaim mode). Budgets are
+//! charged with the perf task clock of each member.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId, TaskParams};
+use rtbox_linux::cgroup::{self, Layout};
+use rtbox_linux::journal::{Journal, JournalState, ProcessEntry};
+use rtbox_linux::perf::TaskClock;
+use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_linux::snapshot::ThreadSnapshot;
+use rtbox_linux::{procfs, LinuxError};
+use rtbox_model::{admit, BoxSpec, Mode, Nanos, Platform, System};
+
+/// Highest SCHED_FIFO priority given to members (the most urgent server's top member).
+pub const PRIO_HI: u32 = 89;
+/// Lowest SCHED_FIFO priority given to members. Unmanaged RT threads below this run in what
+/// the boxes leave; unmanaged RT threads above [`PRIO_HI`] preempt every box.
+pub const PRIO_LO: u32 = 40;
+/// The daemon's enforcement loop priority (above members and the watchdog).
+pub const LOOP_PRIO: u32 = 98;
+
+/// A thread under rtbox's control.
+#[derive(Debug)]
+struct Member {
+    pid: i32,
+    box_name: String,
+    task: TaskId,
+    clock: Option<TaskClock>,
+    last_clock: u64,
+    /// Original RT priority (0 for normal threads): the box keeps their relative order.
+    local_prio: u32,
+    /// The server charged for its CPU time until the next decision.
+    charge_to: Option<ServerId>,
+    /// Its last vCPU: charged for what runs after a throttle until the stop takes effect.
+    last_server: Option<ServerId>,
+    applied: Option<Applied>,
+    ready: bool,
+    snapshot: ThreadSnapshot,
+}
+
+/// What rtbox last set on a member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Applied {
+    attr: SchedAttr,
+    cpus: Vec<u32>,
+    frozen: bool,
+}
+
+/// What a box is attached to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Pid(i32),
+    /// A cgroup directory (v1 or v2); its threads join.
+    Cgroup(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+struct Attachment {
+    box_name: String,
+    target: Target,
+}
+
+/// Per-server figures kept across periods.
+#[derive(Debug, Clone, Default)]
+pub struct ServerStats {
+    /// Time and consumed counter at the last replenishment.
+    last_replenish: Option<(Nanos, Nanos)>,
+    /// Overrun of each finished period that throttled, in ns (capped list).
+    pub overruns: Vec<u64>,
+}
+
+/// Runtime errors returned to clients.
+#[derive(Debug)]
+pub enum RuntimeError {
+    Invalid(String),
+    Refused(String),
+    Linux(LinuxError),
+}
+
+impl std::fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuntimeError::Invalid(s) => write!(f, "invalid: {s}"),
+            RuntimeError::Refused(s) => write!(f, "refused: {s}"),
+            RuntimeError::Linux(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+impl From<LinuxError> for RuntimeError {
+    fn from(e: LinuxError) -> Self {
+        RuntimeError::Linux(e)
+    }
+}
+
+/// Runtime options.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    pub state_file: PathBuf,
+    /// Longest sleep of the loop (thread wake/block detection, requests).
+    pub poll: Nanos,
+    /// Interval of the membership scan (new threads and processes, policy drift).
+    pub scan: Nanos,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            state_file: PathBuf::from("/run/rtbox/state.json"),
+            poll: 1_000_000,
+            scan: 4_000_000,
+        }
+    }
+}
+
+/// The runtime's whole state.
+pub struct Runtime {
+    pub layout: Layout,
+    platform: Platform,
+    specs: Vec<BoxSpec>,
+    system: System,
+    sched: Scheduler,
+    epoch: u64,
+    members: BTreeMap<i32, Member>,
+    procs: BTreeMap<i32, String>,
+    attachments: Vec<Attachment>,
+    journal: Journal,
+    jstate: JournalState,
+    seen_pids: BTreeSet<i32>,
+    pub stats: BTreeMap<(String, u32), ServerStats>,
+    opts: RuntimeOptions,
+    last_scan: u64,
+    /// Failed actions, drained by the daemon's log.
+    pub log: Vec<String>,
+    /// Log every core event (environment RTBOX_TRACE=1).
+    trace: bool,
+}
+
+fn core_options() -> Options {
+    Options {
+        accounting: Accounting::Measured,
+        timeslice: 4_000_000,
+        record_events: true,
+    }
+}
+
+fn build(platform: &Platform, specs: &[BoxSpec]) -> Result<(System, Scheduler), RuntimeError> {
+    let system = System::new(platform.clone(), specs.to_vec(), vec![])
+        .map_err(|e| RuntimeError::Invalid(e.to_string()))?;
+    let adm = admit(&system);
+    if !adm.admitted() {
+        let why: Vec<String> = adm.refusals.iter().map(|r| r.to_string()).collect();
+        return Err(RuntimeError::Refused(why.join("; ")));
+    }
+    let sched = Scheduler::new(&system, core_options())
+        .map_err(|e| RuntimeError::Refused(e.to_string()))?;
+    Ok((system, sched))
+}
+
+impl Runtime {
+    /// A runtime for `platform` with the boxes `specs` (admission-controlled). Repairs a leftover
+    /// state file of a crashed daemon first.
+    pub fn new(
+        platform: Platform,
+        specs: Vec<BoxSpec>,
+        opts: RuntimeOptions,
+    ) -> Result<Self, RuntimeError> {
+        let layout = cgroup::detect()?;
+        let journal = Journal::new(&opts.state_file);
+        let mut log = Vec::new();
+        match journal.repair() {
+            Ok(Some(rep)) => log.push(format!(
+                "repaired leftovers of a previous daemon: {} threads restored, {} gone, errors: {:?}",
+                rep.restored, rep.gone, rep.errors
+            )),
+            Ok(None) => {}
+            Err(e) => log.push(format!("state file: {e}")),
+        }
+        let (system, sched) = build(&platform, &specs)?;
+        let jstate = JournalState::new(layout.clone());
+        journal.save(&jstate)?;
+        Ok(Runtime {
+            layout,
+            platform,
+            specs,
+            system,
+            sched,
+            epoch: rtbox_linux::monotonic_ns(),
+            members: BTreeMap::new(),
+            procs: BTreeMap::new(),
+            attachments: Vec::new(),
+            journal,
+            jstate,
+            seen_pids: BTreeSet::new(),
+            stats: BTreeMap::new(),
+            opts,
+            last_scan: 0,
+            log,
+            trace: std::env::var_os("RTBOX_TRACE").is_some(),
+        })
+    }
+
+    /// Nanoseconds since the runtime started (the core's clock).
+    pub fn now(&self) -> Nanos {
+        rtbox_linux::monotonic_ns().saturating_sub(self.epoch)
+    }
+
+    /// Absolute CLOCK_MONOTONIC time for core time `t`.
+    pub fn to_monotonic(&self, t: Nanos) -> u64 {
+        self.epoch + t
+    }
+
+    pub fn specs(&self) -> &[BoxSpec] {
+        &self.specs
+    }
+
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    pub fn member_tids(&self, box_name: &str) -> Vec<i32> {
+        self.members
+            .iter()
+            .filter(|(_, m)| m.box_name == box_name)
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    // ---- box changes -------------------------------------------------------------------------
+
+    /// Replace the box set (admission first; a refusal changes nothing). Members of boxes that
+    /// no longer exist are released.
+    pub fn set_boxes(&mut self, specs: Vec<BoxSpec>) -> Result<(), RuntimeError> {
+        let (system, sched) = build(&self.platform, &specs)?;
+        let gone: Vec<i32> = self
+            .members
+            .iter()
+            .filter(|(_, m)| system.get(&m.box_name).is_none())
+            .map(|(t, _)| *t)
+            .collect();
+        self.attachments
+            .retain(|a| system.get(&a.box_name).is_some());
+        for tid in gone {
+            self.release(tid);
+        }
+        self.specs = specs;
+        self.sched = sched;
+        self.system = system;
+        self.stats.clear();
+        let tids: Vec<i32> = self.members.keys().copied().collect();
+        for tid in tids {
+            let (bx, prio) = {
+                let m = &self.members[&tid];
+                (m.box_name.clone(), m.local_prio)
+            };
+            let task = self.register(tid, &bx, prio);
+            let m = self.members.get_mut(&tid).expect("member");
+            m.task = task;
+            m.charge_to = None;
+            m.last_server = None;
+            m.ready = false;
+            m.applied = m.applied.take().map(|a| Applied {
+                frozen: a.frozen,
+                ..a
+            });
+        }
+        self.procs.retain(|_, b| self.system.get(b).is_some());
+        self.release_empty_processes();
+        Ok(())
+    }
+
+    fn register(&mut self, tid: i32, box_name: &str, prio: u32) -> TaskId {
+        let p = TaskParams {
+            box_name: Some(box_name.to_string()),
+            ..TaskParams::background(format!("t{tid}"), prio)
+        };
+        match self.sched.add_task(p) {
+            Ok(t) => t,
+            Err(_) => self
+                .sched
+                .add_task(TaskParams::background(format!("t{tid}"), prio))
+                .expect("background task"),
+        }
+    }
+
+    /// Create a box.
+    pub fn create_box(&mut self, spec: BoxSpec) -> Result<(), RuntimeError> {
+        if self.specs.iter().any(|b| b.name == spec.name) {
+            return Err(RuntimeError::Invalid(format!(
+                "box \"{}\" exists",
+                spec.name
+            )));
+        }
+        let mut specs = self.specs.clone();
+        specs.push(spec);
+        self.set_boxes(specs)
+    }
+
+    /// Change a box's parameters.
+    pub fn set_box(&mut self, spec: BoxSpec) -> Result<(), RuntimeError> {
+        let mut specs = self.specs.clone();
+        let slot = specs
+            .iter_mut()
+            .find(|b| b.name == spec.name)
+            .ok_or_else(|| {
+                RuntimeError::Invalid(format!("box \"{}\" does not exist", spec.name))
+            })?;
+        *slot = spec;
+        self.set_boxes(specs)
+    }
+
+    /// Delete a box (refused while it has children); its members get their original state back.
+    pub fn delete_box(&mut self, name: &str) -> Result<(), RuntimeError> {
+        if !self.specs.iter().any(|b| b.name == name) {
+            return Err(RuntimeError::Invalid(format!(
+                "box \"{name}\" does not exist"
+            )));
+        }
+        if let Some(c) = self
+            .specs
+            .iter()
+            .find(|b| b.parent.as_deref() == Some(name))
+        {
+            return Err(RuntimeError::Refused(format!(
+                "box \"{name}\" has child \"{}\"; delete it first",
+                c.name
+            )));
+        }
+        let specs = self
+            .specs
+            .iter()
+            .filter(|b| b.name != name)
+            .cloned()
+            .collect();
+        self.set_boxes(specs)
+    }
+
+    // ---- members -----------------------------------------------------------------------------
+
+    /// Attach a process (all its threads, and later its children) or a cgroup to a box.
+    pub fn attach(&mut self, box_name: &str, target: Target) -> Result<usize, RuntimeError> {
+        if !self.specs.iter().any(|b| b.name == box_name) {
+            return Err(RuntimeError::Invalid(format!(
+                "box \"{box_name}\" does not exist"
+            )));
+        }
+        if let Some(a) = self.attachments.iter().find(|a| a.target == target) {
+            return Err(RuntimeError::Invalid(format!(
+                "{target:?} is already attached to box \"{}\"",
+                a.box_name
+            )));
+        }
+        let tids = self.target_threads(&target)?;
+        if let Target::Pid(pid) = target {
+            if pid as u32 == std::process::id() {
+                return Err(RuntimeError::Invalid(
+                    "cannot attach the daemon itself".into(),
+                ));
+            }
+        }
+        let n = self.add_threads(box_name, &tids);
+        self.attachments.push(Attachment {
+            box_name: box_name.to_string(),
+            target,
+        });
+        Ok(n)
+    }
+
+    fn target_threads(&self, target: &Target) -> Result<Vec<i32>, RuntimeError> {
+        match target {
+            Target::Pid(pid) => Ok(procfs::threads_of(*pid)?),
+            Target::Cgroup(dir) => {
+                let f = if dir.join("cgroup.threads").exists() {
+                    dir.join("cgroup.threads")
+                } else {
+                    dir.join("tasks")
+                };
+                let text = std::fs::read_to_string(&f)
+                    .map_err(|e| RuntimeError::Invalid(format!("cgroup {}: {e}", dir.display())))?;
+                Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            }
+        }
+    }
+
+    /// Detach: release the threads of a pid, a cgroup or a whole box.
+    pub fn detach(
+        &mut self,
+        pid: Option<i32>,
+        cgroup: Option<PathBuf>,
+        box_name: Option<&str>,
+    ) -> Result<usize, RuntimeError> {
+        let tids: Vec<i32> = match (pid, cgroup, box_name) {
+            (Some(pid), None, None) => {
+                self.attachments.retain(|a| a.target != Target::Pid(pid));
+                self.members
+                    .iter()
+                    .filter(|(_, m)| m.pid == pid)
+                    .map(|(t, _)| *t)
+                    .collect()
+            }
+            (None, Some(dir), None) => {
+                let target = Target::Cgroup(dir);
+                if !self.attachments.iter().any(|a| a.target == target) {
+                    return Err(RuntimeError::Invalid(format!("{target:?} is not attached")));
+                }
+                self.attachments.retain(|a| a.target != target);
+                let pids: BTreeSet<i32> = self.procs.keys().copied().collect();
+                let _ = pids;
+                let tids = self.target_threads(&target).unwrap_or_default();
+                tids.into_iter()
+                    .filter(|t| self.members.contains_key(t))
+                    .collect()
+            }
+            (None, None, Some(b)) => {
+                self.attachments.retain(|a| a.box_name != b);
+                self.member_tids(b)
+            }
+            _ => {
+                return Err(RuntimeError::Invalid(
+                    "detach: give exactly one of pid, cgroup, box".into(),
+                ))
+            }
+        };
+        let n = tids.len();
+        for t in tids {
+            self.release(t);
+        }
+        self.release_empty_processes();
+        Ok(n)
+    }
+
+    /// Take threads under control: journal first, then change them.
+    fn add_threads(&mut self, box_name: &str, tids: &[i32]) -> usize {
+        let mut fresh = Vec::new();
+        for &tid in tids {
+            if self.members.contains_key(&tid) {
+                continue;
+            }
+            match ThreadSnapshot::capture(tid) {
+                Ok(s) => fresh.push(s),
+                Err(e) if e.is_gone() => {}
+                Err(e) => self.log.push(format!("attach thread {tid}: {e}")),
+            }
+        }
+        if fresh.is_empty() {
+            return 0;
+        }
+        let mut new_pids = Vec::new();
+        for s in &fresh {
+            if !self.jstate.processes.contains_key(&s.pid) && !self.procs.contains_key(&s.pid) {
+                self.jstate.processes.insert(
+                    s.pid,
+                    ProcessEntry {
+                        v2_original: s.cgroups.v2.clone(),
+                        freeze_group: self.layout.v2.is_some(),
+                    },
+                );
+                new_pids.push(s.pid);
+            }
+            self.jstate.threads.insert(s.tid, s.clone());
+        }
+        if let Err(e) = self.journal.save(&self.jstate) {
+            self.log.push(format!("journal: {e}; not attaching"));
+            for s in &fresh {
+                self.jstate.threads.remove(&s.tid);
+            }
+            return 0;
+        }
+        for pid in new_pids {
+            self.procs.insert(pid, box_name.to_string());
+            if self.layout.v2.is_some() {
+                if let Err(e) = cgroup::freeze_group_create(&self.layout, pid) {
+                    self.log.push(format!("freeze group of process {pid}: {e}"));
+                }
+            }
+        }
+        let n = fresh.len();
+        for s in fresh {
+            let tid = s.tid;
+            if let Some(dir) = cgroup::freeze_dir(&self.layout, s.pid) {
+                if dir.exists() {
+                    if let Err(e) = cgroup::freeze_place_thread(&dir, tid) {
+                        self.log.push(format!("freeze cgroup of thread {tid}: {e}"));
+                    }
+                }
+            }
+            if let Some(v1) = &s.cgroups.v1_cpu {
+                if v1 != "/" && cgroup::v1_cpu_denies_rt(&self.layout, v1) {
+                    if let Err(e) = cgroup::v1_cpu_move(&self.layout, tid, "/") {
+                        self.log.push(format!("thread {tid}: v1 cpu cgroup {v1} has no RT runtime and moving it failed: {e}"));
+                    }
+                }
+            }
+            let local_prio = if s.attr.is_rt() { s.attr.priority } else { 0 };
+            let task = self.register(tid, box_name, local_prio);
+            let clock = match TaskClock::open(tid) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    self.log.push(format!("perf task clock of {tid}: {e}"));
+                    None
+                }
+            };
+            let last_clock = clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0);
+            self.members.insert(
+                tid,
+                Member {
+                    pid: s.pid,
+                    box_name: box_name.to_string(),
+                    task,
+                    clock,
+                    last_clock,
+                    local_prio,
+                    charge_to: None,
+                    last_server: None,
+                    applied: None,
+                    ready: false,
+                    snapshot: s,
+                },
+            );
+        }
+        n
+    }
+
+    /// Give a thread back its original state and forget it.
+    fn release(&mut self, tid: i32) {
+        let Some(m) = self.members.remove(&tid) else {
+            return;
+        };
+        let now = self.now();
+        let _ = self.sched.block(now, m.task);
+        if let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) {
+            let _ = cgroup::freeze_thread(&dir, tid, false);
+        }
+        if let Err(e) = m.snapshot.restore(&self.layout) {
+            self.log.push(format!("restore thread {tid}: {e}"));
+        }
+        self.jstate.threads.remove(&tid);
+        if let Err(e) = self.journal.save(&self.jstate) {
+            self.log.push(format!("journal: {e}"));
+        }
+    }
+
+    /// Processes without members leave their freeze group and the journal.
+    fn release_empty_processes(&mut self) {
+        let live: BTreeSet<i32> = self.members.values().map(|m| m.pid).collect();
+        let attached: BTreeSet<i32> = self
+            .attachments
+            .iter()
+            .filter_map(|a| match a.target {
+                Target::Pid(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let empty: Vec<i32> = self
+            .jstate
+            .processes
+            .keys()
+            .copied()
+            .filter(|p| !live.contains(p) && !(attached.contains(p) && procfs::stat(*p).is_ok()))
+            .collect();
+        if empty.is_empty() {
+            return;
+        }
+        for pid in empty {
+            if let Some(p) = self.jstate.processes.remove(&pid) {
+                if p.freeze_group {
+                    if let Err(e) =
+                        cgroup::freeze_group_remove(&self.layout, pid, p.v2_original.as_deref())
+                    {
+                        self.log.push(format!("release process {pid}: {e}"));
+                    }
+                }
+            }
+            self.procs.remove(&pid);
+            self.attachments.retain(|a| a.target != Target::Pid(pid));
+        }
+        if let Err(e) = self.journal.save(&self.jstate) {
+            self.log.push(format!("journal: {e}"));
+        }
+    }
+
+    /// Restore everything and clear the journal (stop, SIGTERM, SIGINT).
+    pub fn shutdown(&mut self) {
+        let tids: Vec<i32> = self.members.keys().copied().collect();
+        for t in tids {
+            self.release(t);
+        }
+        self.attachments.clear();
+        self.release_empty_processes();
+        let rep = self.jstate.restore_all();
+        if !rep.errors.is_empty() {
+            self.log.push(format!("shutdown: {:?}", rep.errors));
+        }
+        cgroup::remove_rtbox_root(&self.layout);
+        let _ = self.journal.clear();
+    }
+
+    // ---- membership scan ---------------------------------------------------------------------
+
+    /// New threads of attached processes, new child processes of members, exited threads, and
+    /// members that changed their own policy or affinity.
+    pub fn scan(&mut self) {
+        // Exited threads leave.
+        let dead: Vec<i32> = self
+            .members
+            .iter()
+            .filter(|(_, m)| !m.snapshot.alive())
+            .map(|(t, _)| *t)
+            .collect();
+        for t in dead {
+            if let Some(m) = self.members.remove(&t) {
+                let _ = self.sched.block(self.now(), m.task);
+                self.jstate.threads.remove(&t);
+            }
+        }
+        // New threads of member processes.
+        let procs: Vec<(i32, String)> = self.procs.iter().map(|(p, b)| (*p, b.clone())).collect();
+        for (pid, bx) in &procs {
+            if let Ok(tids) = procfs::threads_of(*pid) {
+                let new: Vec<i32> = tids
+                    .into_iter()
+                    .filter(|t| !self.members.contains_key(t))
+                    .collect();
+                if !new.is_empty() {
+                    self.add_threads(bx, &new);
+                }
+            }
+        }
+        // Threads that entered attached cgroups.
+        let cg: Vec<Attachment> = self
+            .attachments
+            .iter()
+            .filter(|a| matches!(a.target, Target::Cgroup(_)))
+            .cloned()
+            .collect();
+        for a in cg {
+            if let Ok(tids) = self.target_threads(&a.target) {
+                let new: Vec<i32> = tids
+                    .into_iter()
+                    .filter(|t| !self.members.contains_key(t))
+                    .collect();
+                if !new.is_empty() {
+                    self.add_threads(&a.box_name, &new);
+                }
+            }
+        }
+        // New child processes of member processes.
+        if let Ok(pids) = procfs::all_pids() {
+            let mut fresh = Vec::new();
+            for p in &pids {
+                if self.seen_pids.contains(p) {
+                    continue;
+                }
+                if let Ok(st) = procfs::stat(*p) {
+                    if let Some(bx) = self.procs.get(&st.ppid) {
+                        fresh.push((*p, bx.clone()));
+                    }
+                }
+            }
+            self.seen_pids = pids.into_iter().collect();
+            for (p, bx) in fresh {
+                if let Ok(tids) = procfs::threads_of(p) {
+                    self.add_threads(&bx, &tids);
+                }
+            }
+        }
+        // Drift: a member changed its own policy or affinity.
+        for (tid, m) in self.members.iter_mut() {
+            if let Some(a) = &m.applied {
+                let attr_ok = sched::get_attr(*tid).map(|x| x == a.attr).unwrap_or(true);
+                let cpus_ok = sched::get_affinity(*tid)
+                    .map(|c| c == a.cpus)
+                    .unwrap_or(true);
+                if !attr_ok || !cpus_ok {
+                    m.applied = Some(Applied {
+                        attr: SchedAttr::other(0),
+                        cpus: Vec::new(),
+                        frozen: a.frozen,
+                    });
+                }
+            }
+        }
+        self.release_empty_processes();
+    }
+
+    // ---- the enforcement step ----------------------------------------------------------------
+
+    /// One step at core time `now`: charge measured CPU time, update readiness, fire the core's
+    /// timers, and apply its decisions to the threads.
+    pub fn step(&mut self, now: Nanos) {
+        if now.saturating_sub(self.last_scan) >= self.opts.scan {
+            self.last_scan = now;
+            self.scan();
+        }
+        let now = self.now().max(now);
+        // 1. Charge measured CPU time; wake/block by thread state.
+        for (tid, m) in self.members.iter_mut() {
+            if let Some(c) = &m.clock {
+                if let Ok(v) = c.read() {
+                    let d = v.saturating_sub(m.last_clock);
+                    m.last_clock = v;
+                    if d > 0 {
+                        if let Some(s) = m.charge_to {
+                            let _ = self.sched.charge(now, s, d);
+                        }
+                    }
+                }
+            }
+            let frozen = m.applied.as_ref().is_some_and(|a| a.frozen);
+            let ready = frozen || procfs::stat(*tid).map(|s| s.runnable()).unwrap_or(false);
+            if ready != m.ready {
+                m.ready = ready;
+                let _ = if ready {
+                    self.sched.wake(now, m.task, None)
+                } else {
+                    self.sched.block(now, m.task)
+                };
+            }
+        }
+        // 2. Timers and decisions.
+        self.sched.advance(now);
+        while let Some(ev) = self.sched.poll_event() {
+            if self.trace {
+                self.log.push(format!("{ev:?}"));
+            }
+            if let Event::Replenished { server, .. } = ev {
+                let info = self.sched.server(server);
+                let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
+                let st = self.stats.entry(key).or_default();
+                // Consumption between two replenishments one period apart is one period's.
+                if let Some((t, c)) = st.last_replenish {
+                    let used = info.consumed - c;
+                    let gap = now - t;
+                    if gap.abs_diff(info.period) <= info.period / 4 && st.overruns.len() < 100_000 {
+                        st.overruns.push(used.saturating_sub(info.budget));
+                    }
+                }
+                st.last_replenish = Some((now, info.consumed));
+            }
+        }
+        // 3. Apply.
+        self.apply();
+    }
+
+    /// Map the core's state onto the threads.
+    fn apply(&mut self) {
+        // EDF rank of non-throttled servers per CPU.
+        let mut by_cpu: BTreeMap<u32, Vec<(Nanos, ServerId)>> = BTreeMap::new();
+        for i in 0..self.sched.server_count() {
+            let info = self.sched.server(ServerId(i as u32));
+            if !info.throttled {
+                by_cpu
+                    .entry(info.cpu)
+                    .or_default()
+                    .push((info.deadline, info.id));
+            }
+        }
+        let mut slot: BTreeMap<ServerId, (u32, u32)> = BTreeMap::new(); // server -> (top, width)
+        let range = PRIO_HI - PRIO_LO + 1;
+        for v in by_cpu.values_mut() {
+            v.sort();
+            let width = (range / v.len().max(1) as u32).max(1);
+            for (rank, (_, s)) in v.iter().enumerate() {
+                let top = PRIO_HI.saturating_sub(rank as u32 * width).max(PRIO_LO);
+                slot.insert(*s, (top, width));
+            }
+        }
+        // Local ranks per box: distinct original priorities, highest first.
+        let mut local: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for m in self.members.values() {
+            local
+                .entry(m.box_name.clone())
+                .or_default()
+                .push(m.local_prio);
+        }
+        for v in local.values_mut() {
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            v.dedup();
+        }
+        let modes: BTreeMap<&str, (Mode, bool)> = self
+            .specs
+            .iter()
+            .map(|b| (b.name.as_str(), (b.mode, b.interface.is_shared())))
+            .collect();
+        let max_weight = self
+            .specs
+            .iter()
+            .filter_map(|b| match b.interface {
+                rtbox_model::Interface::Shared { weight } => Some(weight),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(1);
+        let mut errors = Vec::new();
+        let mut gone = Vec::new();
+        for (tid, m) in self.members.iter_mut() {
+            let (mode, shared) = modes
+                .get(m.box_name.as_str())
+                .copied()
+                .unwrap_or((Mode::Hard, true));
+            let servers = self.sched.box_servers(&m.box_name);
+            if shared || servers.is_empty() {
+                // Shared boxes run in what the reservations leave: their own policy, the box's
+                // CPUs, and a nice level from their weight (one nice step is ~1.25x weight).
+                m.charge_to = None;
+                let Some(b) = self.system.get(&m.box_name) else { continue };
+                let mut attr = m.snapshot.attr;
+                if let rtbox_model::Interface::Shared { weight } = b.spec.interface {
+                    if !attr.is_rt() && attr.policy != sched::SCHED_DEADLINE {
+                        attr.nice = shared_nice(weight, max_weight);
+                    }
+                }
+                let desired = Applied {
+                    attr,
+                    cpus: b.cpus.iter().collect(),
+                    frozen: false,
+                };
+                if m.applied.as_ref() != Some(&desired) {
+                    let fd = cgroup::freeze_dir(&self.layout, m.pid);
+                    match apply_one(*tid, m.applied.as_ref(), &desired, fd.as_deref()) {
+                        Ok(()) => m.applied = Some(desired),
+                        Err(e) if e.is_gone() => gone.push(*tid),
+                        Err(e) => {
+                            errors.push(format!("thread {tid}: {e}"));
+                            m.applied = Some(desired);
+                        }
+                    }
+                }
+                continue;
+            }
+            let placed = self.sched.placement(m.task);
+            let live = |s: &ServerId| slot.contains_key(s);
+            // A sleeping member keeps a vCPU with budget so it runs at once when it wakes.
+            let server = placed.filter(live).or_else(|| {
+                if m.ready {
+                    None
+                } else {
+                    m.last_server
+                        .filter(live)
+                        .or_else(|| servers.iter().copied().find(live))
+                }
+            });
+            let desired = match server {
+                Some(s) => {
+                    let (top, width) = slot[&s];
+                    let lr = local[&m.box_name]
+                        .iter()
+                        .position(|&p| p == m.local_prio)
+                        .unwrap_or(0) as u32;
+                    let prio = top - lr.min(width - 1);
+                    let prio = prio.max(PRIO_LO);
+                    m.charge_to = Some(s);
+                    m.last_server = Some(s);
+                    Applied {
+                        attr: SchedAttr::fifo(prio),
+                        cpus: vec![self.sched.server(s).cpu],
+                        frozen: false,
+                    }
+                }
+                None => match mode {
+                    Mode::Hard => {
+                        // Charged to its last vCPU until the freeze takes effect.
+                        m.charge_to = m.last_server.or(placed);
+                        let prev = m.applied.clone().unwrap_or(Applied {
+                            attr: SchedAttr::fifo(PRIO_LO),
+                            cpus: m.snapshot.affinity.clone(),
+                            frozen: true,
+                        });
+                        Applied {
+                            frozen: true,
+                            ..prev
+                        }
+                    }
+                    Mode::Reclaim => {
+                        m.charge_to = None;
+                        let cpus: Vec<u32> =
+                            servers.iter().map(|s| self.sched.server(*s).cpu).collect();
+                        Applied {
+                            attr: SchedAttr::idle(),
+                            cpus,
+                            frozen: false,
+                        }
+                    }
+                },
+            };
+            if m.applied.as_ref() == Some(&desired) {
+                continue;
+            }
+            let prev = m.applied.clone();
+            let freeze_dir = cgroup::freeze_dir(&self.layout, m.pid);
+            let r = apply_one(*tid, prev.as_ref(), &desired, freeze_dir.as_deref());
+            match r {
+                Ok(()) => m.applied = Some(desired),
+                Err(e) if e.is_gone() => gone.push(*tid),
+                Err(e) => {
+                    errors.push(format!("thread {tid}: {e}"));
+                    m.applied = Some(desired);
+                }
+            }
+        }
+        self.log.extend(errors);
+        for t in gone {
+            if let Some(m) = self.members.remove(&t) {
+                let _ = self.sched.block(self.now(), m.task);
+                self.jstate.threads.remove(&t);
+            }
+        }
+    }
+
+    /// When the loop must run next (absolute core time).
+    pub fn next_wakeup(&self, now: Nanos) -> Nanos {
+        let poll = now + self.opts.poll;
+        self.sched.next_timer().map_or(poll, |t| t.min(poll))
+    }
+
+    /// Per-server view for status and metrics.
+    pub fn server_rows(&self) -> Vec<ServerRow> {
+        (0..self.sched.server_count())
+            .map(|i| {
+                let info = self.sched.server(ServerId(i as u32));
+                let bx = info.box_name.unwrap_or("").to_string();
+                let st = self.stats.get(&(bx.clone(), info.cpu));
+                ServerRow {
+                    members: self
+                        .members
+                        .iter()
+                        .filter(|(_, m)| m.box_name == bx && m.charge_to == Some(info.id))
+                        .map(|(t, _)| *t)
+                        .collect(),
+                    box_name: bx,
+                    cpu: info.cpu,
+                    budget: info.budget,
+                    period: info.period,
+                    runtime: info.runtime,
+                    consumed: info.consumed,
+                    throttled: info.throttled,
+                    throttles: info.throttle_count,
+                    max_overrun: st
+                        .and_then(|s| s.overruns.iter().max().copied())
+                        .unwrap_or(0),
+                }
+            })
+            .collect()
+    }
+
+    /// Overrun samples (ns) of every finished period of a box's server on `cpu`.
+    pub fn overruns(&self, box_name: &str, cpu: u32) -> Vec<u64> {
+        self.stats
+            .get(&(box_name.to_string(), cpu))
+            .map(|s| s.overruns.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// One server's figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerRow {
+    #[serde(rename = "box")]
+    pub box_name: String,
+    pub cpu: u32,
+    pub budget: Nanos,
+    pub period: Nanos,
+    pub runtime: i64,
+    pub consumed: Nanos,
+    pub throttled: bool,
+    pub throttles: u64,
+    pub max_overrun: u64,
+    pub members: Vec<i32>,
+}
+
+/// The nice level of a shared box: the heaviest box gets nice 0, a box with 1/1.25 of its
+/// weight nice 1, and so on (CFS weights grow by ~1.25 per nice step), capped at 19.
+pub fn shared_nice(weight: u32, max_weight: u32) -> i32 {
+    let ratio = f64::from(max_weight.max(1)) / f64::from(weight.max(1));
+    (ratio.ln() / 1.25f64.ln()).round().clamp(0.0, 19.0) as i32
+}
+
+/// Change one thread from `prev` to `want`, stopping first when stopping (fastest effect).
+fn apply_one(
+    tid: i32,
+    prev: Option<&Applied>,
+    want: &Applied,
+    freeze_dir: Option<&std::path::Path>,
+) -> Result<(), LinuxError> {
+    let was_frozen = prev.is_some_and(|p| p.frozen);
+    if want.frozen && !was_frozen {
+        match freeze_dir {
+            Some(d) if d.exists() => return cgroup::freeze_thread(d, tid, true),
+            // No cgroup v2: the closest stop is SCHED_IDLE (documented as not tight).
+            _ => return sched::set_attr(tid, &SchedAttr::idle()),
+        }
+    }
+    // Without a freeze group the stop was SCHED_IDLE: the recorded attr is stale then.
+    let idle_stop = was_frozen && !freeze_dir.is_some_and(|d| d.exists());
+    if idle_stop || prev.map(|p| &p.attr) != Some(&want.attr) {
+        sched::set_attr(tid, &want.attr)?;
+    }
+    if prev.map(|p| &p.cpus) != Some(&want.cpus) && !want.cpus.is_empty() {
+        sched::set_affinity(tid, &want.cpus)?;
+    }
+    if was_frozen && !want.frozen {
+        if let Some(d) = freeze_dir {
+            cgroup::freeze_thread(d, tid, false)?;
+        }
+    }
+    Ok(())
+}

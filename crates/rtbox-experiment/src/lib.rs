@@ -1,0 +1,15 @@
+//! Schedulability experiments on random task sets.
+//!
+//! - [`sweep`]: N random task sets per utilization point, each judged by the analysis and/or
+//!   simulated, giving success ratios (CSV and an SVG line plot, [`plot`]); all cores used, and
+//!   the results do not depend on the number of threads.
+//! - [`agreement`]: issue 4 scenario 5, random boxes that the analysis declares schedulable
+//!   must show no deadline miss in simulation (synchronous WCET releases and a random sporadic
+//!   variant), and no response time above the analysis bound.
+//!
+//! No I/O: callers get strings and numbers back.
+
+pub mod agreement;
+pub mod plot;
+pub mod pool;
+pub mod sweep;

@@ -1,0 +1,63 @@
+//! Linux primitives for the rtbox runtime: no kernel patch, no module.
+//!
+//! Each module wraps one kernel interface with typed errors ([`LinuxError`]):
+//! - [`sched`]: `sched_setattr`/`sched_getattr` (policy, priority, `SCHED_FLAG_RESET_ON_FORK`,
+//!   SCHED_DEADLINE parameters) and CPU affinity.
+//! - [`procfs`]: threads of a process, thread state, start time (guards against tid reuse),
+//!   process discovery for new children.
+//! - [`cgroup`]: layout detection (v1 / v2 / hybrid), a thread's cgroups, cgroup v2 freeze with
+//!   per-thread threaded children, the v1 `cpu` cgroup RT-runtime rule.
+//! - [`perf`]: exact per-thread CPU time through the perf task clock.
+//! - [`snapshot`]: a thread's original state and its restoration.
+//! - [`journal`] and [`watchdog`]: crash safety (write-ahead state file, a forked supervisor that
+//!   restores everything when the daemon dies, even by `kill -9`).
+
+pub mod cgroup;
+pub mod error;
+pub mod journal;
+pub mod perf;
+pub mod procfs;
+pub mod sched;
+pub mod snapshot;
+pub mod watchdog;
+
+pub use error::LinuxError;
+
+/// Whether the caller is root (effective uid 0). Tests that touch real threads skip otherwise.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleep until the absolute CLOCK_MONOTONIC time `deadline_ns` (restarts on EINTR).
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: ts is valid; remain may be null with TIMER_ABSTIME.
+        let r = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        if r != libc::EINTR {
+            return;
+        }
+    }
+}

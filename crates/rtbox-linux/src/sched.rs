@@ -1,0 +1,267 @@
+//! Scheduling policy and CPU affinity of single threads (`sched_setattr`, `sched_getattr`,
+//! `sched_setaffinity`), addressed by tid.
+
+use serde::{Deserialize, Serialize};
+
+use crate::LinuxError;
+
+pub const SCHED_OTHER: u32 = 0;
+pub const SCHED_FIFO: u32 = 1;
+pub const SCHED_RR: u32 = 2;
+pub const SCHED_BATCH: u32 = 3;
+pub const SCHED_IDLE: u32 = 5;
+pub const SCHED_DEADLINE: u32 = 6;
+/// Children of the thread start as SCHED_OTHER with default nice: a promoted thread's boost is
+/// never inherited by what it forks.
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+
+/// The kernel's `struct sched_attr`, first version (48 bytes, no utilisation clamps).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct RawAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+const ATTR_SIZE: u32 = std::mem::size_of::<RawAttr>() as u32;
+
+/// A thread's scheduling attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedAttr {
+    pub policy: u32,
+    /// Only `SCHED_FLAG_RESET_ON_FORK` is kept; other flags are not restored.
+    pub flags: u64,
+    pub nice: i32,
+    /// RT priority 1..99 for FIFO/RR, 0 otherwise.
+    pub priority: u32,
+    /// SCHED_DEADLINE runtime, deadline and period in ns (0 otherwise).
+    pub runtime: u64,
+    pub deadline: u64,
+    pub period: u64,
+}
+
+impl SchedAttr {
+    /// SCHED_FIFO at `priority` with RESET_ON_FORK.
+    pub fn fifo(priority: u32) -> Self {
+        SchedAttr {
+            policy: SCHED_FIFO,
+            flags: SCHED_FLAG_RESET_ON_FORK,
+            nice: 0,
+            priority,
+            runtime: 0,
+            deadline: 0,
+            period: 0,
+        }
+    }
+
+    /// SCHED_IDLE (runs only when no other normal thread wants the CPU) with RESET_ON_FORK.
+    pub fn idle() -> Self {
+        SchedAttr {
+            policy: SCHED_IDLE,
+            priority: 0,
+            ..SchedAttr::fifo(0)
+        }
+    }
+
+    /// SCHED_OTHER at `nice`.
+    pub fn other(nice: i32) -> Self {
+        SchedAttr {
+            policy: SCHED_OTHER,
+            flags: 0,
+            nice,
+            priority: 0,
+            runtime: 0,
+            deadline: 0,
+            period: 0,
+        }
+    }
+
+    pub fn is_rt(&self) -> bool {
+        matches!(self.policy, SCHED_FIFO | SCHED_RR)
+    }
+
+    /// A short human name of the policy.
+    pub fn policy_name(&self) -> &'static str {
+        match self.policy {
+            SCHED_OTHER => "other",
+            SCHED_FIFO => "fifo",
+            SCHED_RR => "rr",
+            SCHED_BATCH => "batch",
+            SCHED_IDLE => "idle",
+            SCHED_DEADLINE => "deadline",
+            _ => "unknown",
+        }
+    }
+
+    fn check(&self) -> Result<(), LinuxError> {
+        let rt = self.is_rt();
+        if rt && !(1..=99).contains(&self.priority) {
+            return Err(LinuxError::Invalid(format!(
+                "priority {} out of 1..99 for an RT policy",
+                self.priority
+            )));
+        }
+        if !rt && self.priority != 0 {
+            return Err(LinuxError::Invalid(format!(
+                "priority {} given to non-RT policy {}",
+                self.priority,
+                self.policy_name()
+            )));
+        }
+        if !(-20..=19).contains(&self.nice) {
+            return Err(LinuxError::Invalid(format!(
+                "nice {} out of -20..19",
+                self.nice
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Read a thread's scheduling attributes.
+pub fn get_attr(tid: i32) -> Result<SchedAttr, LinuxError> {
+    let mut raw = RawAttr::default();
+    // SAFETY: raw is a valid buffer of ATTR_SIZE bytes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid,
+            &mut raw as *mut RawAttr,
+            ATTR_SIZE,
+            0u32,
+        )
+    };
+    if r != 0 {
+        return Err(LinuxError::last("sched_getattr", tid));
+    }
+    Ok(SchedAttr {
+        policy: raw.policy,
+        flags: raw.flags & SCHED_FLAG_RESET_ON_FORK,
+        nice: raw.nice,
+        priority: raw.priority,
+        runtime: raw.runtime,
+        deadline: raw.deadline,
+        period: raw.period,
+    })
+}
+
+/// Set a thread's scheduling attributes.
+pub fn set_attr(tid: i32, attr: &SchedAttr) -> Result<(), LinuxError> {
+    attr.check()?;
+    let mut raw = RawAttr {
+        size: ATTR_SIZE,
+        policy: attr.policy,
+        flags: attr.flags,
+        nice: attr.nice,
+        priority: attr.priority,
+        runtime: attr.runtime,
+        deadline: attr.deadline,
+        period: attr.period,
+    };
+    // SAFETY: raw is a valid, fully initialised struct of ATTR_SIZE bytes.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &mut raw as *mut RawAttr, 0u32) };
+    if r != 0 {
+        return Err(LinuxError::last("sched_setattr", tid));
+    }
+    Ok(())
+}
+
+/// The CPUs a thread may run on, ascending.
+pub fn get_affinity(tid: i32) -> Result<Vec<u32>, LinuxError> {
+    // SAFETY: an all-zero cpu_set_t is valid.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid cpu_set_t of the given size.
+    let r =
+        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(LinuxError::last("sched_getaffinity", tid));
+    }
+    let mut cpus = Vec::new();
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: cpu < CPU_SETSIZE.
+        if unsafe { libc::CPU_ISSET(cpu, &set) } {
+            cpus.push(cpu as u32);
+        }
+    }
+    Ok(cpus)
+}
+
+/// Restrict a thread to `cpus` (must be non-empty).
+pub fn set_affinity(tid: i32, cpus: &[u32]) -> Result<(), LinuxError> {
+    if cpus.is_empty() {
+        return Err(LinuxError::Invalid("empty CPU affinity".into()));
+    }
+    // SAFETY: an all-zero cpu_set_t is valid.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu as usize >= libc::CPU_SETSIZE as usize {
+            return Err(LinuxError::Invalid(format!("CPU {cpu} out of range")));
+        }
+        // SAFETY: cpu < CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    // SAFETY: set is a valid cpu_set_t.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        return Err(LinuxError::last("sched_setaffinity", tid));
+    }
+    Ok(())
+}
+
+/// The calling thread's tid.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// Number of CPUs online.
+pub fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_thread_attr_and_affinity_read_back() {
+        let tid = gettid();
+        let a = get_attr(tid).unwrap();
+        assert!(!a.is_rt() || a.priority > 0);
+        let cpus = get_affinity(tid).unwrap();
+        assert!(!cpus.is_empty());
+        // Setting the affinity to what it is must succeed and read back identically.
+        set_affinity(tid, &cpus).unwrap();
+        assert_eq!(get_affinity(tid).unwrap(), cpus);
+    }
+
+    #[test]
+    fn invalid_attrs_are_refused_before_the_kernel() {
+        assert!(matches!(
+            set_attr(gettid(), &SchedAttr::fifo(0)),
+            Err(LinuxError::Invalid(_))
+        ));
+        assert!(matches!(
+            set_attr(gettid(), &SchedAttr::fifo(100)),
+            Err(LinuxError::Invalid(_))
+        ));
+        assert!(matches!(
+            set_affinity(gettid(), &[]),
+            Err(LinuxError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn missing_thread_is_reported_as_gone() {
+        let e = get_attr(i32::MAX - 7).unwrap_err();
+        assert!(e.is_gone(), "{e}");
+    }
+}

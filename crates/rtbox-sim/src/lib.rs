@@ -1,0 +1,884 @@
+//! Discrete-event simulator for rtbox: drives the scheduling core (or a baseline model of Linux's
+//! own mechanisms) in virtual integer-nanosecond time.
+//!
+//! Entry point: [`simulate`]`(&System, &SimOptions) -> Result<SimReport, SimError>`. The report
+//! serializes to JSON; [`output`] writes the job CSV, the Chrome/Perfetto trace and a Gantt SVG.
+//! Memory is independent of the simulated duration unless per-job records or a trace are asked
+//! for (statistics stream into fixed-size histograms).
+//!
+//! Workload semantics (see docs/simulator.md): head tasks (no `after`) release a job at
+//! `offset + k T` (sporadic: gaps of T plus uniform [0, T/2]), delayed by uniform [0, jitter];
+//! the deadline is the nominal arrival plus D. A chained task (`after = X`) releases a job when a
+//! job of X completes; its deadline and response time count from the chain head's nominal
+//! arrival (end-to-end). Execution times: the per-job list of [`SimOptions::exec_lists`], else
+//! uniform in [bcet, wcet], else wcet. Tasks without a priority get deadline-monotonic ones.
+
+pub mod baselines;
+pub mod bench;
+pub mod jack;
+pub mod model;
+pub mod output;
+pub mod stats;
+pub mod workload;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::fmt;
+
+use rtbox_model::{Nanos, System};
+use serde::Serialize;
+
+use crate::baselines::{DeadlineModel, FpModel, RtThrottlingModel};
+use crate::model::{Model, ModelEvent, RtboxModel};
+use crate::stats::{prm_sbf, Histogram, Summary, SupplyTracker};
+use crate::workload::{Rng, Source};
+
+/// Which scheduler the simulation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// The rtbox core: hierarchical hard-CBS boxes.
+    #[default]
+    Rtbox,
+    /// Linux RT group throttling with the boxes' budgets.
+    RtThrottling,
+    /// One SCHED_DEADLINE reservation per boxed task, global EDF.
+    Deadline,
+    /// Plain global fixed priority, no reservations.
+    Fp,
+}
+
+impl ModelKind {
+    pub const NAMES: &'static [&'static str] = &["rtbox", "rt-throttling", "deadline", "fp"];
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "rtbox" => Some(ModelKind::Rtbox),
+            "rt-throttling" => Some(ModelKind::RtThrottling),
+            "deadline" => Some(ModelKind::Deadline),
+            "fp" => Some(ModelKind::Fp),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Rtbox => "rtbox",
+            ModelKind::RtThrottling => "rt-throttling",
+            ModelKind::Deadline => "deadline",
+            ModelKind::Fp => "fp",
+        }
+    }
+}
+
+/// Simulation options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimOptions {
+    pub duration: Nanos,
+    pub model: ModelKind,
+    pub seed: u64,
+    /// Keep one record per job (for the CSV). Memory grows with the duration.
+    pub record_jobs: bool,
+    /// Record execution segments and throttling for the trace and the Gantt chart, up to
+    /// `trace_until`.
+    pub record_trace: bool,
+    pub trace_until: Nanos,
+    /// Per-job execution times by task name, used cyclically.
+    pub exec_lists: BTreeMap<String, Vec<Nanos>>,
+    /// Deadline model: reservation (runtime, deadline, period) by task name; default
+    /// (wcet, deadline, period).
+    pub dl_params: BTreeMap<String, (Nanos, Nanos, Nanos)>,
+    /// Track the worst supply of each server over windows of P/2, P, 2P, 3P, 4P.
+    pub supply_windows: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            duration: 1_000_000_000,
+            model: ModelKind::Rtbox,
+            seed: 1,
+            record_jobs: false,
+            record_trace: false,
+            trace_until: Nanos::MAX,
+            exec_lists: BTreeMap::new(),
+            dl_params: BTreeMap::new(),
+            supply_windows: true,
+        }
+    }
+}
+
+/// Why a simulation could not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimError {
+    /// The core refused the system or a task.
+    Core(rtbox_core::CoreError),
+    /// An option names something that does not exist or has a bad value.
+    BadOption { field: String, reason: String },
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Core(e) => write!(f, "{e}"),
+            SimError::BadOption { field, reason } => write!(f, "{field}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<rtbox_core::CoreError> for SimError {
+    fn from(e: rtbox_core::CoreError) -> Self {
+        SimError::Core(e)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskReport {
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_name: Option<String>,
+    pub priority: u32,
+    pub released: u64,
+    /// Completed jobs.
+    pub jobs: u64,
+    /// Jobs that completed late, plus unfinished jobs whose deadline passed before the end.
+    pub misses: u64,
+    /// Response times of completed jobs (ns, from the nominal arrival).
+    pub response: Summary,
+    /// Execution time received.
+    pub executed: Nanos,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SupplyWindow {
+    pub window: Nanos,
+    /// Smallest supply seen over windows of this length while the box kept the server busy
+    /// (`None`: no such window).
+    pub worst: Option<Nanos>,
+    /// The PRM supply bound sbf(window) of (P, Q).
+    pub sbf: Nanos,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerReport {
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_name: Option<String>,
+    pub cpu: u32,
+    pub budget: Nanos,
+    pub period: Nanos,
+    pub consumed: Nanos,
+    pub throttles: u64,
+    pub supply: Vec<SupplyWindow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuReport {
+    pub cpu: u32,
+    pub busy: Nanos,
+    pub utilization: f64,
+    /// A task left the CPU while still ready.
+    pub preemptions: u64,
+    /// A task started on this CPU after last running on another.
+    pub migrations: u64,
+}
+
+/// One job, when [`SimOptions::record_jobs`] is set.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRecord {
+    pub task: String,
+    pub seq: u64,
+    /// Nominal arrival (chain head's for chained tasks).
+    pub arrival: Nanos,
+    pub release: Nanos,
+    pub deadline: Nanos,
+    pub exec: Nanos,
+    pub finish: Option<Nanos>,
+    pub missed: bool,
+}
+
+/// One execution segment or throttle interval, when [`SimOptions::record_trace`] is set.
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    pub cpu: u32,
+    pub start: Nanos,
+    pub end: Nanos,
+    pub task: String,
+    pub server: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Throttle {
+    pub server: String,
+    pub cpu: u32,
+    pub start: Nanos,
+    pub end: Nanos,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Trace {
+    pub until: Nanos,
+    pub segments: Vec<Segment>,
+    pub throttles: Vec<Throttle>,
+    /// (task, time) of releases and of deadline misses (at completion or at the deadline).
+    pub releases: Vec<(String, Nanos)>,
+    pub misses: Vec<(String, Nanos)>,
+}
+
+/// Everything a simulation measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimReport {
+    pub model: ModelKind,
+    pub duration: Nanos,
+    pub seed: u64,
+    pub tasks: Vec<TaskReport>,
+    pub servers: Vec<ServerReport>,
+    pub cpus: Vec<CpuReport>,
+    /// Scheduling events processed: releases, completions, timer expiries (throttle,
+    /// replenishment, rotation) and changes of what runs on a CPU.
+    pub events: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<JobRecord>>,
+    #[serde(skip)]
+    pub trace: Option<Trace>,
+}
+
+impl SimReport {
+    pub fn task(&self, name: &str) -> Option<&TaskReport> {
+        self.tasks.iter().find(|t| t.name == name)
+    }
+
+    pub fn total_misses(&self) -> u64 {
+        self.tasks.iter().map(|t| t.misses).sum()
+    }
+
+    /// Budget consumed by all servers of a box.
+    pub fn box_consumed(&self, box_name: &str) -> Nanos {
+        self.servers
+            .iter()
+            .filter(|s| s.box_name.as_deref() == Some(box_name))
+            .map(|s| s.consumed)
+            .sum()
+    }
+}
+
+/// Priorities: given ones are kept; missing ones are deadline-monotonic (shorter relative
+/// deadline, higher priority) in 1..=99 by rank.
+pub fn effective_priorities(system: &System) -> Vec<u32> {
+    let mut missing: Vec<usize> = (0..system.tasks.len())
+        .filter(|&i| system.tasks[i].priority.is_none())
+        .collect();
+    missing.sort_by_key(|&i| (Reverse(system.tasks[i].deadline), i));
+    let mut out: Vec<u32> = system
+        .tasks
+        .iter()
+        .map(|t| t.priority.unwrap_or(0))
+        .collect();
+    let n = missing.len().max(1);
+    for (rank, &i) in missing.iter().enumerate() {
+        out[i] = 1 + (rank * 98 / n) as u32;
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    seq: u64,
+    arrival: Nanos,
+    release: Nanos,
+    deadline: Nanos,
+    exec: Nanos,
+    left: Nanos,
+}
+
+struct TaskState {
+    source: Source,
+    jobs: VecDeque<Job>,
+    successors: Vec<usize>,
+    released: u64,
+    completed: u64,
+    misses: u64,
+    response: Histogram,
+    executed: Nanos,
+    last_cpu: Option<usize>,
+}
+
+/// Runs one simulation.
+pub fn simulate(system: &System, opts: &SimOptions) -> Result<SimReport, SimError> {
+    for name in opts.exec_lists.keys().chain(opts.dl_params.keys()) {
+        if !system.tasks.iter().any(|t| &t.name == name) {
+            return Err(SimError::BadOption {
+                field: format!("task \"{name}\""),
+                reason: "is not a task of the system".into(),
+            });
+        }
+    }
+    let prio = effective_priorities(system);
+    let record = opts.record_trace;
+    let mut model: Box<dyn Model> = match opts.model {
+        ModelKind::Rtbox => Box::new(RtboxModel::new(system, &prio, record)?),
+        ModelKind::RtThrottling => Box::new(RtThrottlingModel::new(system, &prio, record)),
+        ModelKind::Fp => Box::new(FpModel::new(system, &prio)),
+        ModelKind::Deadline => {
+            let params: Vec<Option<(Nanos, Nanos, Nanos)>> = system
+                .tasks
+                .iter()
+                .map(|t| {
+                    opts.dl_params.get(&t.name).copied().or_else(|| {
+                        t.box_name
+                            .as_ref()
+                            .map(|_| (t.wcet.min(t.deadline), t.deadline, t.period))
+                    })
+                })
+                .collect();
+            for (t, p) in system.tasks.iter().zip(&params) {
+                if let Some((q, d, per)) = p {
+                    if *q == 0 || q > d || d > per {
+                        return Err(SimError::BadOption {
+                            field: format!("task \"{}\": deadline reservation", t.name),
+                            reason: "needs 0 < runtime <= deadline <= period".into(),
+                        });
+                    }
+                }
+            }
+            Box::new(DeadlineModel::new(system, &prio, &params, record))
+        }
+    };
+    Ok(Sim::new(system, opts, prio, model.as_mut()).run())
+}
+
+struct Sim<'a> {
+    system: &'a System,
+    opts: &'a SimOptions,
+    prio: Vec<u32>,
+    model: &'a mut dyn Model,
+    rng: Rng,
+    now: Nanos,
+    tasks: Vec<TaskState>,
+    releases: BinaryHeap<Reverse<(Nanos, Nanos, usize)>>,
+    running: Vec<Option<(usize, Option<usize>)>>,
+    since: Vec<Nanos>,
+    cpu_busy: Vec<Nanos>,
+    preemptions: Vec<u64>,
+    migrations: Vec<u64>,
+    events: u64,
+    job_seq: u64,
+    jobs: Option<Vec<JobRecord>>,
+    trace: Option<Trace>,
+    server_names: Vec<String>,
+    server_cpus: Vec<u32>,
+    supply: Vec<SupplyTracker>,
+    /// Per server: (ready members, members needed to keep it busy); per task: its servers.
+    sat: Vec<(usize, usize)>,
+    task_servers: Vec<Vec<usize>>,
+    model_events: Vec<ModelEvent>,
+    cpu_ids: Vec<u32>,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        system: &'a System,
+        opts: &'a SimOptions,
+        prio: Vec<u32>,
+        model: &'a mut dyn Model,
+    ) -> Self {
+        let n = system.tasks.len();
+        let mut tasks: Vec<TaskState> = system
+            .tasks
+            .iter()
+            .map(|t| TaskState {
+                source: Source::new(t, opts.exec_lists.get(&t.name).cloned()),
+                jobs: VecDeque::new(),
+                successors: Vec::new(),
+                released: 0,
+                completed: 0,
+                misses: 0,
+                response: Histogram::default(),
+                executed: 0,
+                last_cpu: None,
+            })
+            .collect();
+        for (i, t) in system.tasks.iter().enumerate() {
+            if let Some(a) = &t.after {
+                if let Some(p) = system.tasks.iter().position(|x| &x.name == a) {
+                    tasks[p].successors.push(i);
+                }
+            }
+        }
+        let mut releases = BinaryHeap::new();
+        let mut rng = Rng::new(opts.seed);
+        for (i, t) in system.tasks.iter().enumerate() {
+            if t.after.is_none() {
+                let (nominal, actual) = tasks[i].source.take_release(t, &mut rng);
+                releases.push(Reverse((actual, nominal, i)));
+            }
+        }
+        let cpu_ids: Vec<u32> = system.platform.cpus.iter().collect();
+        let ncpu = cpu_ids.len();
+        let descs = model.servers();
+        // Which tasks keep each server busy (box servers: all members of a global box, needing
+        // as many ready as the box has servers; otherwise the server's own task(s)).
+        let mut task_servers = vec![Vec::new(); n];
+        let mut sat = Vec::with_capacity(descs.len());
+        for (s, d) in descs.iter().enumerate() {
+            let members: Vec<usize> = match (&d.box_name, opts.model) {
+                (Some(b), ModelKind::Rtbox | ModelKind::RtThrottling) => {
+                    let pinned = system
+                        .get(b)
+                        .is_some_and(|rb| rb.spec.placement == rtbox_model::Placement::Pinned)
+                        && opts.model == ModelKind::Rtbox;
+                    (0..n)
+                        .filter(|&t| system.tasks[t].box_name.as_deref() == Some(b.as_str()))
+                        .filter(|&t| !pinned || pinned_on(system, t, d.cpu))
+                        .collect()
+                }
+                _ => (0..n)
+                    .filter(|&t| d.name == format!("dl:{}", system.tasks[t].name))
+                    .collect(),
+            };
+            let need = match (&d.box_name, opts.model) {
+                (Some(b), ModelKind::Rtbox | ModelKind::RtThrottling)
+                    if system
+                        .get(b)
+                        .is_some_and(|rb| rb.spec.placement == rtbox_model::Placement::Global) =>
+                {
+                    descs.iter().filter(|x| x.box_name == d.box_name).count()
+                }
+                _ => 1,
+            };
+            for &t in &members {
+                task_servers[t].push(s);
+            }
+            sat.push((0, need));
+        }
+        let supply = descs
+            .iter()
+            .map(|d| {
+                let w = if opts.supply_windows && d.period > 0 {
+                    vec![
+                        d.period / 2,
+                        d.period,
+                        2 * d.period,
+                        3 * d.period,
+                        4 * d.period,
+                    ]
+                } else {
+                    Vec::new()
+                };
+                SupplyTracker::new(w)
+            })
+            .collect();
+        Sim {
+            system,
+            opts,
+            prio,
+            model,
+            rng,
+            now: 0,
+            tasks,
+            releases,
+            running: vec![None; ncpu],
+            since: vec![0; ncpu],
+            cpu_busy: vec![0; ncpu],
+            preemptions: vec![0; ncpu],
+            migrations: vec![0; ncpu],
+            events: 0,
+            job_seq: 0,
+            jobs: opts.record_jobs.then(Vec::new),
+            trace: opts.record_trace.then(Trace::default),
+            server_names: descs.iter().map(|d| d.name.clone()).collect(),
+            server_cpus: descs.iter().map(|d| d.cpu).collect(),
+            supply,
+            sat,
+            task_servers,
+            model_events: Vec::new(),
+            cpu_ids,
+        }
+    }
+
+    fn tracing(&self) -> bool {
+        self.trace.is_some() && self.now < self.opts.trace_until
+    }
+
+    fn set_ready(&mut self, t: usize, ready: bool) {
+        if !self.opts.supply_windows {
+            return;
+        }
+        for i in 0..self.task_servers[t].len() {
+            let s = self.task_servers[t][i];
+            let (count, need) = self.sat[s];
+            let before = count >= need;
+            let count = if ready { count + 1 } else { count - 1 };
+            self.sat[s].0 = count;
+            let after = count >= need;
+            if before != after {
+                self.supply[s].set_saturated(self.now, after);
+            }
+        }
+    }
+
+    fn release(&mut self, t: usize, arrival: Nanos, deadline: Nanos) {
+        let spec = &self.system.tasks[t];
+        let exec = self.tasks[t].source.exec_time(spec, &mut self.rng);
+        self.job_seq += 1;
+        let job = Job {
+            seq: self.tasks[t].released,
+            arrival,
+            release: self.now,
+            deadline,
+            exec,
+            left: exec,
+        };
+        let ts = &mut self.tasks[t];
+        ts.released += 1;
+        ts.jobs.push_back(job);
+        self.events += 1;
+        if self.tracing() {
+            let name = spec.name.clone();
+            if let Some(tr) = self.trace.as_mut() {
+                tr.releases.push((name, self.now));
+            }
+        }
+        if self.tasks[t].jobs.len() == 1 {
+            self.model.wake(self.now, t, deadline);
+            self.set_ready(t, true);
+        }
+    }
+
+    fn complete(&mut self, t: usize) {
+        let Some(job) = self.tasks[t].jobs.pop_front() else {
+            return;
+        };
+        self.events += 1;
+        let now = self.now;
+        let ts = &mut self.tasks[t];
+        ts.completed += 1;
+        let missed = now > job.deadline;
+        if missed {
+            ts.misses += 1;
+        }
+        ts.response.record(now - job.arrival);
+        let name = &self.system.tasks[t].name;
+        if let Some(jobs) = self.jobs.as_mut() {
+            jobs.push(JobRecord {
+                task: name.clone(),
+                seq: job.seq,
+                arrival: job.arrival,
+                release: job.release,
+                deadline: job.deadline,
+                exec: job.exec,
+                finish: Some(now),
+                missed,
+            });
+        }
+        if missed && self.tracing() {
+            let name = name.clone();
+            if let Some(tr) = self.trace.as_mut() {
+                tr.misses.push((name, now));
+            }
+        }
+        match self.tasks[t].jobs.front() {
+            Some(next) => {
+                let d = next.deadline;
+                self.model.wake(now, t, d);
+            }
+            None => {
+                self.model.block(now, t);
+                self.set_ready(t, false);
+            }
+        }
+        for i in 0..self.tasks[t].successors.len() {
+            let s = self.tasks[t].successors[i];
+            let d = job.arrival + self.system.tasks[s].deadline;
+            self.release(s, job.arrival, d);
+        }
+    }
+
+    /// Notes what runs now on every CPU: segments, preemptions, migrations, supply.
+    fn observe(&mut self) {
+        for c in 0..self.running.len() {
+            let new = self.model.running(c);
+            let old = self.running[c];
+            if new == old {
+                continue;
+            }
+            self.events += 1;
+            if let Some((t, s)) = old {
+                if !self.tasks[t].jobs.is_empty()
+                    && !(0..self.running.len())
+                        .any(|x| self.model.running(x).is_some_and(|r| r.0 == t))
+                {
+                    self.preemptions[c] += 1;
+                }
+                self.close_segment(c, t, s);
+                if let Some(s) = s {
+                    if !self.supply[s].windows.is_empty() {
+                        self.supply[s].set_running(self.now, false);
+                    }
+                }
+            }
+            if let Some((t, s)) = new {
+                if self.tasks[t].last_cpu.is_some_and(|l| l != c) {
+                    self.migrations[c] += 1;
+                }
+                self.tasks[t].last_cpu = Some(c);
+                if let Some(s) = s {
+                    if !self.supply[s].windows.is_empty() {
+                        self.supply[s].set_running(self.now, true);
+                    }
+                }
+            }
+            self.running[c] = new;
+            self.since[c] = self.now;
+        }
+    }
+
+    fn close_segment(&mut self, c: usize, t: usize, s: Option<usize>) {
+        let start = self.since[c];
+        if start >= self.opts.trace_until || start == self.now {
+            return;
+        }
+        let end = self.now.min(self.opts.trace_until);
+        let task = self.system.tasks[t].name.clone();
+        let server = s.map(|s| self.server_names[s].clone());
+        let cpu = self.cpu_ids[c];
+        if let Some(tr) = self.trace.as_mut() {
+            tr.segments.push(Segment {
+                cpu,
+                start,
+                end,
+                task,
+                server,
+            });
+        }
+    }
+
+    fn run(mut self) -> SimReport {
+        let end = self.opts.duration;
+        self.model.advance(0);
+        self.release_due();
+        self.model.advance(0);
+        self.observe();
+        loop {
+            let mut next = end;
+            if let Some(Reverse((r, _, _))) = self.releases.peek() {
+                next = next.min(*r);
+            }
+            let timer = self.model.next_timer();
+            if let Some(tm) = timer {
+                next = next.min(tm);
+            }
+            for c in 0..self.running.len() {
+                if let Some((t, _)) = self.running[c] {
+                    if let Some(j) = self.tasks[t].jobs.front() {
+                        next = next.min(self.now + j.left);
+                    }
+                }
+            }
+            // Execute up to `next`.
+            let dt = next - self.now;
+            for c in 0..self.running.len() {
+                if let Some((t, _)) = self.running[c] {
+                    if let Some(j) = self.tasks[t].jobs.front_mut() {
+                        j.left -= dt;
+                    }
+                    self.tasks[t].executed += dt;
+                    self.cpu_busy[c] += dt;
+                }
+            }
+            self.now = next;
+            if timer == Some(next) {
+                self.events += 1;
+            }
+            if next >= end {
+                self.model.advance(next);
+                break;
+            }
+            self.model.update(next);
+            for c in 0..self.running.len() {
+                if let Some((t, _)) = self.running[c] {
+                    if self.tasks[t].jobs.front().is_some_and(|j| j.left == 0) {
+                        self.complete(t);
+                    }
+                }
+            }
+            self.release_due();
+            self.model.advance(next);
+            self.collect_model_events();
+            self.observe();
+        }
+        self.collect_model_events();
+        self.finish()
+    }
+
+    fn release_due(&mut self) {
+        while let Some(&Reverse((r, nominal, t))) = self.releases.peek() {
+            if r > self.now {
+                break;
+            }
+            self.releases.pop();
+            let spec = &self.system.tasks[t];
+            let deadline = nominal + spec.deadline;
+            let (n2, a2) = self.tasks[t].source.take_release(spec, &mut self.rng);
+            self.releases.push(Reverse((a2.max(self.now), n2, t)));
+            self.release(t, nominal, deadline);
+        }
+    }
+
+    fn collect_model_events(&mut self) {
+        if self.trace.is_none() {
+            return;
+        }
+        self.model.drain_events(&mut self.model_events);
+        for e in self.model_events.drain(..) {
+            let ModelEvent::Throttled { at, server, until } = e;
+            if at < self.opts.trace_until {
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.throttles.push(Throttle {
+                        server: self.server_names[server].clone(),
+                        cpu: self.server_cpus[server],
+                        start: at,
+                        end: until.min(self.opts.trace_until),
+                    });
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> SimReport {
+        let end = self.now;
+        for c in 0..self.running.len() {
+            if let Some((t, s)) = self.running[c] {
+                self.close_segment(c, t, s);
+            }
+        }
+        // Unfinished jobs past their deadline are misses.
+        for t in 0..self.tasks.len() {
+            let late: Vec<Job> = self.tasks[t]
+                .jobs
+                .iter()
+                .filter(|j| j.deadline <= end)
+                .copied()
+                .collect();
+            self.tasks[t].misses += late.len() as u64;
+            if let Some(jobs) = self.jobs.as_mut() {
+                for j in self.tasks[t].jobs.iter() {
+                    jobs.push(JobRecord {
+                        task: self.system.tasks[t].name.clone(),
+                        seq: j.seq,
+                        arrival: j.arrival,
+                        release: j.release,
+                        deadline: j.deadline,
+                        exec: j.exec,
+                        finish: None,
+                        missed: j.deadline <= end,
+                    });
+                }
+            }
+        }
+        for s in self.supply.iter_mut() {
+            s.finish(end);
+        }
+        let descs = self.model.servers();
+        let servers = descs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let (consumed, throttles) = self.model.server_stats(i);
+                let tr = &self.supply[i];
+                ServerReport {
+                    name: d.name.clone(),
+                    box_name: d.box_name.clone(),
+                    cpu: d.cpu,
+                    budget: d.budget,
+                    period: d.period,
+                    consumed,
+                    throttles,
+                    supply: tr
+                        .windows
+                        .iter()
+                        .zip(&tr.worst)
+                        .map(|(&w, &worst)| SupplyWindow {
+                            window: w,
+                            worst,
+                            sbf: prm_sbf(d.period, d.budget, w),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let tasks = self
+            .system
+            .tasks
+            .iter()
+            .zip(&self.tasks)
+            .enumerate()
+            .map(|(i, (spec, ts))| TaskReport {
+                name: spec.name.clone(),
+                box_name: spec.box_name.clone(),
+                priority: self.prio[i],
+                released: ts.released,
+                jobs: ts.completed,
+                misses: ts.misses,
+                response: ts.response.summary(),
+                executed: ts.executed,
+            })
+            .collect();
+        let cpus = (0..self.running.len())
+            .map(|c| CpuReport {
+                cpu: self.cpu_ids[c],
+                busy: self.cpu_busy[c],
+                utilization: if end > 0 {
+                    self.cpu_busy[c] as f64 / end as f64
+                } else {
+                    0.0
+                },
+                preemptions: self.preemptions[c],
+                migrations: self.migrations[c],
+            })
+            .collect();
+        let mut trace = self.trace.take();
+        if let Some(tr) = trace.as_mut() {
+            tr.until = end.min(self.opts.trace_until);
+        }
+        SimReport {
+            model: self.opts.model,
+            duration: end,
+            seed: self.opts.seed,
+            tasks,
+            servers,
+            cpus,
+            events: self.events,
+            jobs: self.jobs.take(),
+            trace,
+        }
+    }
+}
+
+/// Whether task `t` of a pinned box sits on the box's server on `cpu` (the core's rule: its own
+/// `cpu`, else round robin over the box's servers in registration order).
+fn pinned_on(system: &System, t: usize, cpu: u32) -> bool {
+    let spec = &system.tasks[t];
+    if let Some(c) = spec.cpu {
+        return c == cpu;
+    }
+    let Some(b) = spec.box_name.as_deref() else {
+        return false;
+    };
+    let Some(rb) = system.get(b) else {
+        return false;
+    };
+    let server_cpus: Vec<u32> = rtbox_model::admit(system)
+        .flat_servers()
+        .filter(|s| s.box_name == b)
+        .map(|s| s.cpu)
+        .collect();
+    let _ = rb;
+    let rank = system.tasks[..t]
+        .iter()
+        .filter(|x| x.box_name.as_deref() == Some(b))
+        .count();
+    !server_cpus.is_empty() && server_cpus[rank % server_cpus.len()] == cpu
+}

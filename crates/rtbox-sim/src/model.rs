@@ -1,0 +1,133 @@
+//! The scheduler models the simulator can drive: the rtbox core and three Linux baselines.
+
+use rtbox_core::{Event, Options, Scheduler, TaskId, TaskParams};
+use rtbox_model::Nanos;
+
+/// A server as reported (rtbox box servers, RT-throttling group runtimes, deadline reservations).
+#[derive(Debug, Clone)]
+pub struct ServerDesc {
+    pub name: String,
+    pub box_name: Option<String>,
+    pub cpu: u32,
+    pub budget: Nanos,
+    pub period: Nanos,
+}
+
+/// Throttle intervals, for traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelEvent {
+    Throttled {
+        at: Nanos,
+        server: usize,
+        until: Nanos,
+    },
+}
+
+/// What the simulator needs from a scheduler. Tasks are the system's tasks by index.
+pub trait Model {
+    fn wake(&mut self, now: Nanos, task: usize, deadline: Nanos);
+    fn block(&mut self, now: Nanos, task: usize);
+    /// Charges elapsed time, fires timers, recomputes decisions.
+    fn advance(&mut self, now: Nanos);
+    /// Charges elapsed time and fires timers without deciding; wake/block and `advance` at the
+    /// same instant follow.
+    fn update(&mut self, now: Nanos) {
+        self.advance(now);
+    }
+    fn next_timer(&self) -> Option<Nanos>;
+    /// (task, server) running on the CPU at index `cpu`.
+    fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)>;
+    fn servers(&self) -> Vec<ServerDesc>;
+    /// (budget consumed, throttle count).
+    fn server_stats(&self, server: usize) -> (Nanos, u64);
+    fn drain_events(&mut self, out: &mut Vec<ModelEvent>);
+}
+
+/// The rtbox core, in implicit accounting.
+pub struct RtboxModel {
+    pub sched: Scheduler,
+    ids: Vec<TaskId>,
+    record: bool,
+}
+
+impl RtboxModel {
+    pub fn new(
+        system: &rtbox_model::System,
+        priorities: &[u32],
+        record_events: bool,
+    ) -> Result<Self, rtbox_core::CoreError> {
+        let opts = Options {
+            record_events,
+            ..Options::default()
+        };
+        let mut sched = Scheduler::new(system, opts)?;
+        let mut ids = Vec::with_capacity(system.tasks.len());
+        for (t, spec) in system.tasks.iter().enumerate() {
+            let mut p = TaskParams::from_spec(spec);
+            p.priority = priorities[t];
+            ids.push(sched.add_task(p)?);
+        }
+        Ok(RtboxModel {
+            sched,
+            ids,
+            record: record_events,
+        })
+    }
+}
+
+impl Model for RtboxModel {
+    fn wake(&mut self, now: Nanos, task: usize, deadline: Nanos) {
+        let _ = self.sched.wake(now, self.ids[task], Some(deadline));
+    }
+    fn block(&mut self, now: Nanos, task: usize) {
+        let _ = self.sched.block(now, self.ids[task]);
+    }
+    fn advance(&mut self, now: Nanos) {
+        self.sched.advance(now);
+    }
+    fn update(&mut self, now: Nanos) {
+        self.sched.update(now);
+    }
+    fn next_timer(&self) -> Option<Nanos> {
+        self.sched.next_timer()
+    }
+    fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)> {
+        // Task ids are dense and registered in system order.
+        self.sched
+            .running_at(cpu)
+            .map(|r| (r.task.index(), r.server.map(|s| s.index())))
+    }
+    fn servers(&self) -> Vec<ServerDesc> {
+        (0..self.sched.server_count())
+            .map(|i| {
+                let s = self.sched.server(rtbox_core::ServerId(i as u32));
+                let owner = s.box_name.map(str::to_string);
+                ServerDesc {
+                    name: format!("{}@{}", owner.as_deref().unwrap_or("task"), s.cpu),
+                    box_name: owner,
+                    cpu: s.cpu,
+                    budget: s.budget,
+                    period: s.period,
+                }
+            })
+            .collect()
+    }
+    fn server_stats(&self, server: usize) -> (Nanos, u64) {
+        let s = self.sched.server(rtbox_core::ServerId(server as u32));
+        (s.consumed, s.throttle_count)
+    }
+    fn drain_events(&mut self, out: &mut Vec<ModelEvent>) {
+        if !self.record {
+            return;
+        }
+        while let Some(e) = self.sched.poll_event() {
+            if let Event::Throttled { at, server, until } = e {
+                out.push(ModelEvent::Throttled {
+                    at,
+                    server: server.index(),
+                    until,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Issue 4: workload features (chains, sporadic arrivals, jitter, execution-time models) and the
+//! baselines on small systems with known answers.
+
+use rtbox_model::{Arrival, BoxSpec, Interface, Nanos, Platform, System, TaskSpec};
+use rtbox_sim::{simulate, ModelKind, SimOptions};
+
+const MS: Nanos = 1_000_000;
+
+fn boxed(mut t: TaskSpec, b: &str) -> TaskSpec {
+    t.box_name = Some(b.into());
+    t
+}
+
+fn one_box(tasks: Vec<TaskSpec>) -> System {
+    let b = BoxSpec::new(
+        "b",
+        Interface::PerCpu {
+            budget: 90 * MS,
+            period: 100 * MS,
+        },
+    );
+    let mut platform = Platform::with_cpus(1);
+    platform.cap = rtbox_model::Bandwidth::ONE;
+    System::new(platform, vec![b], tasks).unwrap()
+}
+
+#[test]
+fn chain_releases_successor_on_completion() {
+    let a = boxed(TaskSpec::periodic("a", MS, 10 * MS), "b");
+    let mut c = boxed(TaskSpec::periodic("c", 2 * MS, 10 * MS), "b");
+    c.after = Some("a".into());
+    let opts = SimOptions {
+        duration: 1000 * MS,
+        record_jobs: true,
+        ..SimOptions::default()
+    };
+    let r = simulate(&one_box(vec![a, c]), &opts).unwrap();
+    let (ra, rc) = (r.task("a").unwrap(), r.task("c").unwrap());
+    assert_eq!(ra.jobs, 100);
+    assert_eq!(rc.jobs, 100);
+    // End-to-end: c completes 3 ms after a's arrival (server budget is never short here).
+    assert_eq!((rc.response.min, rc.response.max), (3 * MS, 3 * MS));
+    let jobs = r.jobs.clone().unwrap();
+    let first_c = jobs.iter().find(|j| j.task == "c").unwrap();
+    assert_eq!(
+        (first_c.arrival, first_c.release, first_c.deadline),
+        (0, MS, 10 * MS)
+    );
+}
+
+#[test]
+fn sporadic_gaps_and_jitter_stay_in_their_bounds() {
+    let mut s = boxed(TaskSpec::periodic("s", MS, 10 * MS), "b");
+    s.arrival = Arrival::Sporadic;
+    let mut j = boxed(TaskSpec::periodic("j", MS, 10 * MS), "b");
+    j.jitter = 3 * MS;
+    j.offset = 5 * MS;
+    let opts = SimOptions {
+        duration: 10_000 * MS,
+        record_jobs: true,
+        seed: 9,
+        ..SimOptions::default()
+    };
+    let r = simulate(&one_box(vec![s, j]), &opts).unwrap();
+    let jobs = r.jobs.clone().unwrap();
+    let arrivals: Vec<Nanos> = jobs
+        .iter()
+        .filter(|x| x.task == "s")
+        .map(|x| x.arrival)
+        .collect();
+    let mut sorted = arrivals.clone();
+    sorted.sort_unstable();
+    let gaps: Vec<Nanos> = sorted.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.iter().all(|&g| (10 * MS..=15 * MS).contains(&g)));
+    assert!(gaps.iter().any(|&g| g > 11 * MS), "gaps vary");
+    let n = r.task("s").unwrap().released;
+    assert!(
+        (700..=900).contains(&n),
+        "about 10 s / 12.5 ms releases: {n}"
+    );
+    let jit: Vec<Nanos> = jobs
+        .iter()
+        .filter(|x| x.task == "j")
+        .map(|x| x.release - x.arrival)
+        .collect();
+    assert!(jit.iter().all(|&d| d <= 3 * MS));
+    assert!(jit.iter().any(|&d| d > MS) && jit.iter().any(|&d| d < 2 * MS));
+    assert!(jobs
+        .iter()
+        .filter(|x| x.task == "j")
+        .all(|x| x.arrival % (10 * MS) == 5 * MS));
+}
+
+#[test]
+fn execution_times_fixed_uniform_and_listed() {
+    let mut u = boxed(TaskSpec::periodic("u", 4 * MS, 10 * MS), "b");
+    u.bcet = Some(2 * MS);
+    let l = boxed(TaskSpec::periodic("l", 4 * MS, 10 * MS), "b");
+    let mut opts = SimOptions {
+        duration: 10_000 * MS,
+        record_jobs: true,
+        ..SimOptions::default()
+    };
+    opts.exec_lists.insert("l".into(), vec![MS, 2 * MS, 3 * MS]);
+    let r = simulate(&one_box(vec![u, l]), &opts).unwrap();
+    let jobs = r.jobs.clone().unwrap();
+    let ue: Vec<Nanos> = jobs
+        .iter()
+        .filter(|j| j.task == "u")
+        .map(|j| j.exec)
+        .collect();
+    assert!(ue.iter().all(|&e| (2 * MS..=4 * MS).contains(&e)));
+    let mean = ue.iter().sum::<u64>() as f64 / ue.len() as f64;
+    assert!((mean / MS as f64 - 3.0).abs() < 0.1, "uniform mean {mean}");
+    let mut le: Vec<(u64, Nanos)> = jobs
+        .iter()
+        .filter(|j| j.task == "l")
+        .map(|j| (j.seq, j.exec))
+        .collect();
+    le.sort_unstable();
+    assert_eq!(
+        le[..4].iter().map(|x| x.1).collect::<Vec<_>>(),
+        vec![MS, 2 * MS, 3 * MS, MS]
+    );
+    // A list for an unknown task is refused with its name.
+    let mut bad = SimOptions::default();
+    bad.exec_lists.insert("nope".into(), vec![1]);
+    let e = simulate(&one_box(vec![]), &bad).unwrap_err();
+    assert!(e.to_string().contains("\"nope\""));
+}
+
+#[test]
+fn baselines_fp_and_deadline_on_one_cpu() {
+    let mut hi = boxed(TaskSpec::periodic("hi", 3 * MS, 10 * MS), "b");
+    hi.priority = Some(10);
+    let mut lo = boxed(TaskSpec::periodic("lo", 4 * MS, 10 * MS), "b");
+    lo.priority = Some(5);
+    let system = one_box(vec![hi, lo]);
+    let fp = simulate(
+        &system,
+        &SimOptions {
+            duration: 100 * MS,
+            model: ModelKind::Fp,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(fp.task("hi").unwrap().response.max, 3 * MS);
+    assert_eq!(fp.task("lo").unwrap().response.max, 7 * MS);
+    // Deadline: "lo" gets only 2 ms per 10 ms, so each 4 ms job takes two periods.
+    let mut opts = SimOptions {
+        duration: 1000 * MS,
+        model: ModelKind::Deadline,
+        ..SimOptions::default()
+    };
+    opts.dl_params
+        .insert("lo".into(), (2 * MS, 10 * MS, 10 * MS));
+    let dl = simulate(&system, &opts).unwrap();
+    assert_eq!(dl.task("hi").unwrap().misses, 0);
+    assert!(dl.task("lo").unwrap().misses > 40);
+    let srv = dl.servers.iter().find(|s| s.name == "dl:lo").unwrap();
+    assert!(srv.throttles > 40);
+    assert!(srv.consumed <= 102 * 2 * MS);
+}
