@@ -326,7 +326,19 @@ fn run_synthesis(system: &System, args: &Args, request: Request) -> ExitCode {
             }
         }
     }
-    ExitCode::from(if ok { 0 } else { 1 })
+    let invalid = results.iter().any(|(_, r)| {
+        matches!(
+            r,
+            Err(SynthError::NoTasks | SynthError::BadParameter(_) | SynthError::UnknownBox(_))
+        )
+    });
+    ExitCode::from(if invalid {
+        2
+    } else if ok {
+        0
+    } else {
+        1
+    })
 }
 
 fn render_synthesis(s: &Synthesis) -> String {
