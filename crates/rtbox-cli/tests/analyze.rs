@@ -138,7 +138,7 @@ fn lowered_alpha_is_not_schedulable_exit_1() {
     let path = temp_file("lowered", &lowered);
     let (code, out, _) = rtbox(&["analyze", path.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("MISS") && out.contains(" > Y_"), "{out}");
+    assert!(out.contains("FAIL") && out.contains(" > Y_"), "{out}");
     let _ = std::fs::remove_file(path);
 }
 
