@@ -6,7 +6,7 @@
 use rtbox_model::Nanos;
 
 use crate::global::Check;
-use crate::supply::{Prm, Supply};
+use crate::supply::Prm;
 use crate::task::Task;
 use crate::uni::{edf, fp_response, EdfVerdict, FpFailure};
 
@@ -194,11 +194,6 @@ pub fn partition_any(
         first.get_or_insert(p);
     }
     first.expect("three heuristics tried")
-}
-
-/// Describes a vCPU supply.
-pub fn describe(v: &Prm) -> String {
-    v.describe()
 }
 
 #[cfg(test)]

@@ -226,9 +226,13 @@ pub struct Bdr {
 }
 
 impl Bdr {
-    /// The BDR a periodic resource dominates: BDR(Theta/Pi, 2 (Pi - Theta)).
-    pub fn of_prm(p: &Prm) -> Linear {
-        p.linear()
+    /// The BDR a periodic resource dominates: BDR(Theta/Pi, 2 (Pi - Theta)), with the rate
+    /// rounded down to 10^-12 so that it stays a lower bound.
+    pub fn of_prm(p: &Prm) -> Bdr {
+        Bdr {
+            alpha: p.linear().rate_floor(),
+            delay: 2 * (p.period - p.budget),
+        }
     }
 }
 
@@ -654,6 +658,18 @@ mod tests {
         // The printed ECRTS'08 bound gives 3 here; the true least supply is 2.
         assert_eq!(oracle::periodic(2, 3, 2, 2, 2), 2);
         assert!(mpr_sbf(2, 3, 2, 2) <= 2);
+    }
+
+    #[test]
+    fn prm_dominates_its_bounded_delay_resource() {
+        for (p, q) in [(5, 3), (10, 4), (7, 7), (9, 1), (3, 2)] {
+            let prm = Prm::new(p, q);
+            let bdr = Bdr::of_prm(&prm);
+            assert_eq!(bdr.delay, 2 * (p - q));
+            for t in 0..10 * p {
+                assert!(bdr.sbf(t) <= prm.sbf(t), "PRM({p},{q}) at {t}");
+            }
+        }
     }
 
     #[test]

@@ -304,7 +304,8 @@ pub fn box_reservation(
         .flat_servers()
         .filter(|f| f.box_name == name)
         .collect();
-    if flat.iter().any(|f| f.role == Role::Remainder) {
+    // Children carve their servers out of this box's: its own tasks get what is left.
+    if system.children(name).next().is_some() || flat.iter().any(|f| f.role == Role::Remainder) {
         let servers: Vec<Prm> = flat
             .iter()
             .map(|f| Prm::new(f.period, f.budget.min(f.period)))
@@ -412,5 +413,78 @@ pub fn analyze(system: &System) -> SystemReport {
         admission,
         boxes,
         background,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_model::{BoxSpec, Platform, TaskSpec};
+
+    const MS: u64 = 1_000_000;
+
+    fn parent_child(child_budget: u64) -> System {
+        let mut parent = BoxSpec::new(
+            "p",
+            Interface::PerCpu {
+                budget: 5 * MS,
+                period: 10 * MS,
+            },
+        );
+        parent.cpus = Some(rtbox_model::CpuSet::first(1));
+        let mut child = BoxSpec::new(
+            "p/c",
+            Interface::PerCpu {
+                budget: child_budget,
+                period: 10 * MS,
+            },
+        );
+        child.cpus = Some(rtbox_model::CpuSet::first(1));
+        let mut t = TaskSpec::periodic("own", 2 * MS, 40 * MS);
+        t.box_name = Some("p".into());
+        System::new(Platform::with_cpus(1), vec![parent, child], vec![t]).unwrap()
+    }
+
+    #[test]
+    fn a_parent_task_runs_in_the_remainder_after_children() {
+        // Issue 3: the parent's own tasks get only what its children leave.
+        let s = parent_child(2 * MS);
+        let r = analyze_box(&s, "p").unwrap();
+        assert!(
+            matches!(&r.reservation, Some(Reservation::Servers(set)) if set.servers()[0].budget == 3 * MS)
+        );
+        assert!(r.schedulable());
+        let s = parent_child(5 * MS);
+        let r = analyze_box(&s, "p").unwrap();
+        assert!(!r.schedulable(), "children took everything: {r:?}");
+    }
+
+    #[test]
+    fn fair_and_shared_boxes_get_no_guarantee() {
+        let mut fair = BoxSpec::new(
+            "f",
+            Interface::PerCpu {
+                budget: 5 * MS,
+                period: 10 * MS,
+            },
+        );
+        fair.policy = Policy::Fair;
+        let shared = BoxSpec::new("s", Interface::Shared { weight: 1 });
+        let mut a = TaskSpec::periodic("a", MS, 10 * MS);
+        a.box_name = Some("f".into());
+        let mut b = TaskSpec::periodic("b", MS, 10 * MS);
+        b.box_name = Some("s".into());
+        let sys = System::new(Platform::with_cpus(1), vec![fair, shared], vec![a, b]).unwrap();
+        let rep = analyze(&sys);
+        assert_eq!(rep.boxes.len(), 2);
+        for b in &rep.boxes {
+            assert_eq!(b.verdict.test, TestKind::NoGuarantee);
+            assert!(!b.schedulable());
+        }
+        assert!(!rep.schedulable());
+        assert_eq!(
+            analyze_box(&sys, "x"),
+            Err(AnalysisError::UnknownBox("x".into()))
+        );
     }
 }

@@ -283,6 +283,16 @@ proptest! {
         for (x, y) in v1.iter().zip(&v2) {
             prop_assert!(!x.schedulable || y.schedulable);
         }
+        if q < p {
+            let s1 = ServerSet::new(vec![Prm::new(p, q), Prm::new(p + 1, q)]);
+            let s2 = ServerSet::new(vec![Prm::new(p, q + 1), Prm::new(p + 1, q)]);
+            for (x, y) in theorem1(&ts, &s1).iter().zip(&theorem1(&ts, &s2)) {
+                prop_assert!(!x.schedulable || y.schedulable);
+            }
+            for (x, y) in global_edf(&ts, &s1).iter().zip(&global_edf(&ts, &s2)) {
+                prop_assert!(!x.schedulable || y.schedulable);
+            }
+        }
         let theta = q * 2 - 1;
         let (m1, m2) = (Mpr { period: p, budget: theta, m: 2 }, Mpr { period: p, budget: theta + 1, m: 2 });
         for (x, y) in global_edf(&ts, &m1).iter().zip(&global_edf(&ts, &m2)) {

@@ -180,9 +180,15 @@ fn condition(b: &BoxReport, i: usize) -> String {
     match (b.verdict.test, t.check) {
         (TestKind::NoGuarantee, _) => "no guaranteed supply or no real-time policy".into(),
         (TestKind::PartitionedEdf | TestKind::PartitionedFp, None) => "no vCPU accepts it".into(),
-        (_, Some(c)) => {
+        (test, Some(c)) => {
             let rel = if c.holds() { "<=" } else { ">" };
-            match c.k {
+            // Its own inequality holds, but its interference bound assumed others pass.
+            let void = match test {
+                _ if t.schedulable || !c.holds() => "",
+                TestKind::GlobalEdf => "; void: another task fails",
+                _ => "; void: a task of higher or equal priority fails",
+            };
+            let text = match c.k {
                 Some(k) => format!(
                     "k={k}: kC+W = {} {rel} Y_{k}({}) = {}",
                     ms(c.demand),
@@ -195,7 +201,8 @@ fn condition(b: &BoxReport, i: usize) -> String {
                     format_duration(c.window),
                     ms(c.supply)
                 ),
-            }
+            };
+            format!("{text}{void}")
         }
         (_, None) => "WCET or jitter exceeds the deadline".into(),
     }
@@ -250,7 +257,7 @@ fn render_box(b: &BoxReport) -> String {
             format_ms(task.deadline),
             format_ms(task.period),
             b.priorities[i].map_or("DM".into(), |p| p.to_string()),
-            if o.schedulable { "ok" } else { "MISS" }.into(),
+            if o.schedulable { "ok" } else { "FAIL" }.into(),
             o.response
                 .map_or("-".into(), |r| format!("R <= {}", format_ms(r))),
             condition(b, i),
@@ -326,7 +333,19 @@ fn run_synthesis(system: &System, args: &Args, request: Request) -> ExitCode {
             }
         }
     }
-    ExitCode::from(if ok { 0 } else { 1 })
+    let invalid = results.iter().any(|(_, r)| {
+        matches!(
+            r,
+            Err(SynthError::NoTasks | SynthError::BadParameter(_) | SynthError::UnknownBox(_))
+        )
+    });
+    ExitCode::from(if invalid {
+        2
+    } else if ok {
+        0
+    } else {
+        1
+    })
 }
 
 fn render_synthesis(s: &Synthesis) -> String {

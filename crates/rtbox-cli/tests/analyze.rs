@@ -138,7 +138,7 @@ fn lowered_alpha_is_not_schedulable_exit_1() {
     let path = temp_file("lowered", &lowered);
     let (code, out, _) = rtbox(&["analyze", path.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("MISS") && out.contains(" > Y_"), "{out}");
+    assert!(out.contains("FAIL") && out.contains(" > Y_"), "{out}");
     let _ = std::fs::remove_file(path);
 }
 
@@ -157,4 +157,159 @@ fn invalid_input_exit_2() {
     let (code, _, err) = rtbox(&["analyze", f, "--synthesize", "mpr", "--delta", "1ms"]);
     assert_eq!(code, 2);
     assert!(err.contains("--period"), "{err}");
+}
+
+/// Seed 004 section 4.1 (decoding in docs/analysis.md), on MPR(30 ms, 10 ms, 4).
+const SEED004_MPR: &str = r#"
+[platform]
+cpus = 4
+cap = 0.95
+
+[[box]]
+name = "vm"
+policy = "fifo"
+placement = "global"
+interface.mpr = { theta = "30ms", pi = "10ms", m = 4 }
+
+[[task]]
+name = "t1"
+box = "vm"
+wcet = "2ms"
+period = "32ms"
+[[task]]
+name = "t2"
+box = "vm"
+wcet = "2.88ms"
+period = "40ms"
+[[task]]
+name = "t3"
+box = "vm"
+wcet = "11.6ms"
+period = "46ms"
+[[task]]
+name = "t4"
+box = "vm"
+wcet = "9.125ms"
+period = "48ms"
+[[task]]
+name = "t5"
+box = "vm"
+wcet = "0.75ms"
+period = "55ms"
+[[task]]
+name = "t6"
+box = "vm"
+wcet = "17.3ms"
+period = "62ms"
+[[task]]
+name = "t7"
+box = "vm"
+wcet = "14.5ms"
+period = "90ms"
+[[task]]
+name = "t8"
+box = "vm"
+wcet = "2.6ms"
+period = "103ms"
+[[task]]
+name = "t9"
+box = "vm"
+wcet = "4.5ms"
+period = "261ms"
+[[task]]
+name = "t10"
+box = "vm"
+wcet = "67ms"
+period = "270ms"
+[[task]]
+name = "t11"
+box = "vm"
+wcet = "34.3ms"
+period = "275ms"
+[[task]]
+name = "t12"
+box = "vm"
+wcet = "4.45ms"
+period = "283ms"
+[[task]]
+name = "t13"
+box = "vm"
+wcet = "8.55ms"
+period = "311ms"
+[[task]]
+name = "t14"
+box = "vm"
+wcet = "47.4ms"
+period = "423ms"
+[[task]]
+name = "t15"
+box = "vm"
+wcet = "97.4ms"
+period = "490ms"
+"#;
+
+#[test]
+fn seed004_fifteen_tasks_on_mpr_are_schedulable() {
+    let path = temp_file("seed004", SEED004_MPR);
+    let (code, out, err) = rtbox(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("MPR(Pi=10ms, Theta=30ms, m=4)"), "{out}");
+    assert_eq!(out.matches(" ok ").count(), 15, "{out}");
+    // Minimal MPR for Pi = 10 ms: at most the seed's 30 ms on at most 4 servers.
+    let (code, out, err) = rtbox(&[
+        "analyze",
+        path.to_str().unwrap(),
+        "--synthesize",
+        "mpr",
+        "--period",
+        "10ms",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let iface = &v["boxes"][0]["interface"];
+    assert!(iface["theta_ns"].as_u64().unwrap() <= 30_000_000, "{iface}");
+    assert!(iface["m"].as_u64().unwrap() <= 4);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn pinned_box_reports_the_assignment() {
+    let text = r#"
+[platform]
+cpus = 2
+
+[[box]]
+name = "p"
+policy = "edf"
+placement = "pinned"
+interface.per_cpu = { budget = "6ms", period = "10ms" }
+
+[[task]]
+name = "a"
+box = "p"
+wcet = "4ms"
+period = "20ms"
+[[task]]
+name = "b"
+box = "p"
+wcet = "4ms"
+period = "20ms"
+[[task]]
+name = "c"
+box = "p"
+wcet = "2ms"
+period = "20ms"
+cpu = 1
+"#;
+    let path = temp_file("pinned", text);
+    let (code, out, err) = rtbox(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("partitioned EDF"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("c "))
+        .unwrap();
+    assert!(row.contains("(CPU 1)"), "{row}");
+    let _ = std::fs::remove_file(path);
 }
