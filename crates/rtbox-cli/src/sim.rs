@@ -127,7 +127,16 @@ pub fn run(args: Args) -> ExitCode {
     let misses = report.total_misses();
     if misses > 0 {
         if !args.json {
-            eprintln!("rtbox sim: {misses} deadline misses");
+            let boxed: u64 = report
+                .tasks
+                .iter()
+                .filter(|t| t.box_name.is_some())
+                .map(|t| t.misses)
+                .sum();
+            eprintln!(
+                "rtbox sim: {misses} deadline misses ({boxed} by tasks in boxes, {} by background tasks)",
+                misses - boxed
+            );
         }
         ExitCode::from(1)
     } else {
