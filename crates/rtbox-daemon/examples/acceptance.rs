@@ -34,6 +34,9 @@ fn main() {
                     println!("| {} | unmanaged hogs | rest | {} | |", case.name, u.join(" / "));
                 }
                 println!("| {} | (enforcement loop CPU) | | {:.4} | |", case.name, o.loop_cpu);
+                if std::env::var_os("RTBOX_CHARGED").is_some() {
+                    println!("charged by the core: {:?}", o.charged);
+                }
                 for (b, cpu, v) in o.overruns {
                     over.push((case.name.clone(), b, cpu, v));
                 }

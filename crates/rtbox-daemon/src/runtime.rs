@@ -28,6 +28,9 @@ pub const PRIO_LO: u32 = 40;
 /// The daemon's enforcement loop priority (above members and the watchdog).
 pub const LOOP_PRIO: u32 = 98;
 
+/// Shortest sleep of the loop when the core's timer is already due (no spinning).
+pub const MIN_SLEEP: Nanos = 50_000;
+
 /// A thread under rtbox's control.
 #[derive(Debug)]
 struct Member {
@@ -884,10 +887,30 @@ impl Runtime {
         }
     }
 
-    /// When the loop must run next (absolute core time).
+    /// When the loop must run next (absolute core time): the core's next timer, at the latest
+    /// after one poll interval. In Measured mode the core's exhaustion time assumes the running
+    /// member consumed at full rate; when it did not (preempted by a higher band or by RT
+    /// throttling) that time lies in the past, and the loop instead waits for the smallest
+    /// budget left among servers with a runnable member (at least [`MIN_SLEEP`]), so it never
+    /// spins.
     pub fn next_wakeup(&self, now: Nanos) -> Nanos {
         let poll = now + self.opts.poll;
-        self.sched.next_timer().map_or(poll, |t| t.min(poll))
+        match self.sched.next_timer() {
+            Some(t) if t > now => t.min(poll),
+            Some(_) => {
+                let mut est = poll;
+                for m in self.members.values() {
+                    if let (true, Some(s)) = (m.ready, m.charge_to) {
+                        let info = self.sched.server(s);
+                        if !info.throttled && info.runtime > 0 {
+                            est = est.min(now + info.runtime as u64);
+                        }
+                    }
+                }
+                est.max(now + MIN_SLEEP)
+            }
+            None => poll,
+        }
     }
 
     /// Per-server view for status and metrics.
