@@ -40,7 +40,16 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let mut t = Table::new(
-        &["box", "cpu", "Q", "P", "left", "consumed", "throttles", "members"],
+        &[
+            "box",
+            "cpu",
+            "Q",
+            "P",
+            "left",
+            "consumed",
+            "throttles",
+            "members",
+        ],
         &[
             Align::Left,
             Align::Right,

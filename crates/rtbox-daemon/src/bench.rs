@@ -143,7 +143,10 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     };
     let mut base: Option<(u64, Vec<u64>, Vec<u64>, u64)> = None;
     let charged = |rt: &Runtime| -> Vec<(String, u64)> {
-        rt.server_rows().into_iter().map(|r| (r.box_name, r.consumed)).collect()
+        rt.server_rows()
+            .into_iter()
+            .map(|r| (r.box_name, r.consumed))
+            .collect()
     };
     let mut charged0 = Vec::new();
     let end = start + case.warmup_ns + case.measure_ns;
@@ -172,21 +175,22 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         let next = rt.to_monotonic(rt.next_wakeup(rt.now())).min(end);
         rtbox_linux::sleep_until(next);
     }
+    // Read everything while still above the members: once this thread drops its priority,
+    // unthrottled FIFO members could delay it (and the reads) for up to RT throttling's 50 ms.
     let now = rtbox_linux::monotonic_ns();
     let loop_ns = thread_cpu_ns();
-
-    let _ = sched::set_attr(0, &SchedAttr::other(0));
+    let h1: Vec<u64> = hogs.iter().map(|h| read(&h.2)).collect();
+    let u1: Vec<u64> = un.iter().map(|h| read(&h.1)).collect();
     let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
     let wall = (now - t0) as f64;
-    let mut per_box: Vec<(String, f64)> =
-        case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
-    for (k, (i, _, c)) in hogs.iter().enumerate() {
-        per_box[*i].1 += read(c).saturating_sub(h0[k]) as f64 / wall;
+    let mut per_box: Vec<(String, f64)> = case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
+    for (k, (i, _, _)) in hogs.iter().enumerate() {
+        per_box[*i].1 += h1[k].saturating_sub(h0[k]) as f64 / wall;
     }
     let unmanaged = un
         .iter()
         .enumerate()
-        .map(|(k, (_, c))| read(c).saturating_sub(u0[k]) as f64 / wall)
+        .map(|(k, _)| u1[k].saturating_sub(u0[k]) as f64 / wall)
         .collect();
     let charged1 = charged(&rt);
     let mut charged_per_box: Vec<(String, f64)> = Vec::new();
@@ -208,6 +212,12 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         }
     }
     rt.shutdown();
+    let _ = sched::set_attr(0, &SchedAttr::other(0));
+    for l in rt.log.drain(..) {
+        if std::env::var_os("RTBOX_CHARGED").is_some() {
+            eprintln!("log: {l}");
+        }
+    }
     drop(hogs);
     drop(un);
     Ok(Outcome {
@@ -250,15 +260,16 @@ pub struct Expect {
 
 /// The cases of acceptance items 1, 2 and 4 of issue 5, measuring `measure_ns` each.
 pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
-    let case = |name: &str, boxes: Vec<BoxSpec>, hogs: Vec<(&str, usize)>, un: Vec<Unmanaged>| Case {
-        name: name.to_string(),
-        cpus: 2,
-        boxes,
-        hogs: hogs.into_iter().map(|(b, n)| (b.to_string(), n)).collect(),
-        unmanaged: un,
-        warmup_ns: 300_000_000,
-        measure_ns,
-    };
+    let case =
+        |name: &str, boxes: Vec<BoxSpec>, hogs: Vec<(&str, usize)>, un: Vec<Unmanaged>| Case {
+            name: name.to_string(),
+            cpus: 2,
+            boxes,
+            hogs: hogs.into_iter().map(|(b, n)| (b.to_string(), n)).collect(),
+            unmanaged: un,
+            warmup_ns: 300_000_000,
+            measure_ns,
+        };
     let mut v = Vec::new();
     for (q, p) in [(20, 100), (40, 100), (2, 10)] {
         v.push((
@@ -274,17 +285,32 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
         ));
     }
     v.push((
-        case("2 hogs, 2 CPUs, 30/100 ms", vec![per_cpu("A", 30, 100, "0-1")], vec![("A", 2)], vec![]),
+        case(
+            "2 hogs, 2 CPUs, 30/100 ms",
+            vec![per_cpu("A", 30, 100, "0-1")],
+            vec![("A", 2)],
+            vec![],
+        ),
         Expect { per_box: vec![0.6] },
     ));
     v.push((
-        case("1 hog, 2 CPUs, 30/100 ms global", vec![per_cpu("A", 30, 100, "0-1")], vec![("A", 1)], vec![]),
+        case(
+            "1 hog, 2 CPUs, 30/100 ms global",
+            vec![per_cpu("A", 30, 100, "0-1")],
+            vec![("A", 1)],
+            vec![],
+        ),
         Expect { per_box: vec![0.6] },
     ));
     let mut pinned = per_cpu("A", 30, 100, "0-1");
     pinned.placement = rtbox_model::Placement::Pinned;
     v.push((
-        case("1 hog, 2 CPUs, 30/100 ms pinned", vec![pinned], vec![("A", 1)], vec![]),
+        case(
+            "1 hog, 2 CPUs, 30/100 ms pinned",
+            vec![pinned],
+            vec![("A", 1)],
+            vec![],
+        ),
         Expect { per_box: vec![0.3] },
     ));
     let under = |fifo: Option<u32>, cpu: u32| Unmanaged {
@@ -296,7 +322,12 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
             "isolation: A 0.3/CPU, B 0.4/CPU, 2 hogs each, + 2 OTHER hogs + FIFO 10 hog per CPU",
             vec![per_cpu("A", 30, 100, "0-1"), per_cpu("B", 40, 100, "0-1")],
             vec![("A", 2), ("B", 2)],
-            vec![under(None, 0), under(None, 1), under(Some(10), 0), under(Some(10), 1)],
+            vec![
+                under(None, 0),
+                under(None, 1),
+                under(Some(10), 0),
+                under(Some(10), 1),
+            ],
         ),
         Expect {
             per_box: vec![0.6, 0.8],
@@ -365,7 +396,12 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
     let mut reclaim = per_cpu("A", 20, 100, "0");
     reclaim.mode = rtbox_model::Mode::Reclaim;
     v.push((
-        case("reclaim: 1 hog, 1 CPU, 20/100 ms", vec![reclaim], vec![("A", 1)], vec![]),
+        case(
+            "reclaim: 1 hog, 1 CPU, 20/100 ms",
+            vec![reclaim],
+            vec![("A", 1)],
+            vec![],
+        ),
         Expect { per_box: vec![1.0] },
     ));
     v

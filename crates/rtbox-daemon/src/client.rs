@@ -19,7 +19,10 @@ impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ClientError::Connect(p, e) => {
-                write!(f, "cannot reach the rtbox daemon at {p}: {e} (is `rtbox daemon` running?)")
+                write!(
+                    f,
+                    "cannot reach the rtbox daemon at {p}: {e} (is `rtbox daemon` running?)"
+                )
             }
             ClientError::Io(e) => write!(f, "socket: {e}"),
             ClientError::BadReply(s) => write!(f, "unexpected reply from the daemon: {s}"),

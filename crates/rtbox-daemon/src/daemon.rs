@@ -117,7 +117,14 @@ fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
                 } else {
                     parse_request(&line)
                 };
-                if tx.send(Incoming { req, uid, reply: rtx }).is_err() {
+                if tx
+                    .send(Incoming {
+                        req,
+                        uid,
+                        reply: rtx,
+                    })
+                    .is_err()
+                {
                     return;
                 }
                 let Ok(answer) = rrx.recv() else { return };
@@ -164,7 +171,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(mode))
         .map_err(|e| DaemonError::Socket(cfg.socket.clone(), e))?;
     if let Some(g) = cfg.group {
-        let c = std::ffi::CString::new(cfg.socket.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        let c =
+            std::ffi::CString::new(cfg.socket.as_os_str().as_encoded_bytes()).unwrap_or_default();
         // SAFETY: c is a valid NUL-terminated path.
         unsafe { libc::chown(c.as_ptr(), 0, g) };
     }
@@ -269,13 +277,19 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
                     Target::Pid(p)
                 }
                 (Some(p), None) => {
-                    return Err(RuntimeError::Invalid(format!("pid = {p} is not a process id")))
+                    return Err(RuntimeError::Invalid(format!(
+                        "pid = {p} is not a process id"
+                    )))
                 }
                 (None, Some(c)) => {
                     need_root("attaching a cgroup")?;
                     Target::Cgroup(PathBuf::from(c))
                 }
-                _ => return Err(RuntimeError::Invalid("attach: give exactly one of pid, cgroup".into())),
+                _ => {
+                    return Err(RuntimeError::Invalid(
+                        "attach: give exactly one of pid, cgroup".into(),
+                    ))
+                }
             };
             let n = rt.attach(&box_name, target)?;
             Ok(serde_json::json!({"threads": n}))

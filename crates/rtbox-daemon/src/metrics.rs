@@ -4,17 +4,57 @@ use std::fmt::Write;
 
 use crate::runtime::ServerRow;
 
+/// Name, type, help text and value of one metric family.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ServerRow) -> f64,
+);
+
 /// Render the rows in the Prometheus text format (version 0.0.4).
 pub fn render(rows: &[ServerRow]) -> String {
     let mut out = String::new();
-    let metrics: [(&str, &str, &str, fn(&ServerRow) -> f64); 7] = [
-        ("rtbox_server_budget_seconds", "gauge", "Budget Q per period", |r| r.budget as f64 / 1e9),
-        ("rtbox_server_period_seconds", "gauge", "Period P", |r| r.period as f64 / 1e9),
-        ("rtbox_server_budget_left_seconds", "gauge", "Budget left in the current period (negative: overrun)", |r| r.runtime as f64 / 1e9),
-        ("rtbox_server_consumed_seconds_total", "counter", "CPU time consumed by the server's members", |r| r.consumed as f64 / 1e9),
-        ("rtbox_server_throttles_total", "counter", "Times the server exhausted its budget", |r| r.throttles as f64),
-        ("rtbox_server_max_overrun_seconds", "gauge", "Worst consumption beyond Q in one period", |r| r.max_overrun as f64 / 1e9),
-        ("rtbox_server_members", "gauge", "Threads currently on this vCPU", |r| r.members.len() as f64),
+    let metrics: [Family; 7] = [
+        (
+            "rtbox_server_budget_seconds",
+            "gauge",
+            "Budget Q per period",
+            |r| r.budget as f64 / 1e9,
+        ),
+        ("rtbox_server_period_seconds", "gauge", "Period P", |r| {
+            r.period as f64 / 1e9
+        }),
+        (
+            "rtbox_server_budget_left_seconds",
+            "gauge",
+            "Budget left in the current period (negative: overrun)",
+            |r| r.runtime as f64 / 1e9,
+        ),
+        (
+            "rtbox_server_consumed_seconds_total",
+            "counter",
+            "CPU time consumed by the server's members",
+            |r| r.consumed as f64 / 1e9,
+        ),
+        (
+            "rtbox_server_throttles_total",
+            "counter",
+            "Times the server exhausted its budget",
+            |r| r.throttles as f64,
+        ),
+        (
+            "rtbox_server_max_overrun_seconds",
+            "gauge",
+            "Worst consumption beyond Q in one period",
+            |r| r.max_overrun as f64 / 1e9,
+        ),
+        (
+            "rtbox_server_members",
+            "gauge",
+            "Threads currently on this vCPU",
+            |r| r.members.len() as f64,
+        ),
     ];
     for (name, kind, help, f) in metrics {
         let _ = writeln!(out, "# HELP {name} {help}");

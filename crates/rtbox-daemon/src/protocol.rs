@@ -117,8 +117,9 @@ impl BoxReq {
             spec.cpus = Some(CpuSet::parse(c).map_err(|e| field_err(n, "cpus", e.0))?);
         }
         if let Some(p) = &self.policy {
-            spec.policy = Policy::from_name(p)
-                .ok_or_else(|| field_err(n, "policy", format!("\"{p}\" is not fifo, edf or fair")))?;
+            spec.policy = Policy::from_name(p).ok_or_else(|| {
+                field_err(n, "policy", format!("\"{p}\" is not fifo, edf or fair"))
+            })?;
         }
         if let Some(p) = &self.placement {
             spec.placement = Placement::from_name(p).ok_or_else(|| {
@@ -156,7 +157,9 @@ mod tests {
             r#"{"op":"create","box":{"name":"A","budget":"20ms","period":"100ms","cpus":"0"}}"#,
         )
         .unwrap();
-        let Request::Create { spec } = r else { panic!() };
+        let Request::Create { spec } = r else {
+            panic!()
+        };
         let s = spec.to_spec().unwrap();
         assert_eq!(
             s.interface,

@@ -166,8 +166,8 @@ fn build(platform: &Platform, specs: &[BoxSpec]) -> Result<(System, Scheduler), 
         let why: Vec<String> = adm.refusals.iter().map(|r| r.to_string()).collect();
         return Err(RuntimeError::Refused(why.join("; ")));
     }
-    let sched =
-        Scheduler::new(&system, core_options()).map_err(|e| RuntimeError::Refused(e.to_string()))?;
+    let sched = Scheduler::new(&system, core_options())
+        .map_err(|e| RuntimeError::Refused(e.to_string()))?;
     Ok((system, sched))
 }
 
@@ -281,7 +281,10 @@ impl Runtime {
             m.charge_to = None;
             m.last_server = None;
             m.ready = false;
-            m.applied = m.applied.take().map(|a| Applied { frozen: a.frozen, ..a });
+            m.applied = m.applied.take().map(|a| Applied {
+                frozen: a.frozen,
+                ..a
+            });
         }
         self.procs.retain(|_, b| self.system.get(b).is_some());
         self.release_empty_processes();
@@ -305,7 +308,10 @@ impl Runtime {
     /// Create a box.
     pub fn create_box(&mut self, spec: BoxSpec) -> Result<(), RuntimeError> {
         if self.specs.iter().any(|b| b.name == spec.name) {
-            return Err(RuntimeError::Invalid(format!("box \"{}\" exists", spec.name)));
+            return Err(RuntimeError::Invalid(format!(
+                "box \"{}\" exists",
+                spec.name
+            )));
         }
         let mut specs = self.specs.clone();
         specs.push(spec);
@@ -318,7 +324,9 @@ impl Runtime {
         let slot = specs
             .iter_mut()
             .find(|b| b.name == spec.name)
-            .ok_or_else(|| RuntimeError::Invalid(format!("box \"{}\" does not exist", spec.name)))?;
+            .ok_or_else(|| {
+                RuntimeError::Invalid(format!("box \"{}\" does not exist", spec.name))
+            })?;
         *slot = spec;
         self.set_boxes(specs)
     }
@@ -326,15 +334,26 @@ impl Runtime {
     /// Delete a box (refused while it has children); its members get their original state back.
     pub fn delete_box(&mut self, name: &str) -> Result<(), RuntimeError> {
         if !self.specs.iter().any(|b| b.name == name) {
-            return Err(RuntimeError::Invalid(format!("box \"{name}\" does not exist")));
+            return Err(RuntimeError::Invalid(format!(
+                "box \"{name}\" does not exist"
+            )));
         }
-        if let Some(c) = self.specs.iter().find(|b| b.parent.as_deref() == Some(name)) {
+        if let Some(c) = self
+            .specs
+            .iter()
+            .find(|b| b.parent.as_deref() == Some(name))
+        {
             return Err(RuntimeError::Refused(format!(
                 "box \"{name}\" has child \"{}\"; delete it first",
                 c.name
             )));
         }
-        let specs = self.specs.iter().filter(|b| b.name != name).cloned().collect();
+        let specs = self
+            .specs
+            .iter()
+            .filter(|b| b.name != name)
+            .cloned()
+            .collect();
         self.set_boxes(specs)
     }
 
@@ -343,7 +362,9 @@ impl Runtime {
     /// Attach a process (all its threads, and later its children) or a cgroup to a box.
     pub fn attach(&mut self, box_name: &str, target: Target) -> Result<usize, RuntimeError> {
         if !self.specs.iter().any(|b| b.name == box_name) {
-            return Err(RuntimeError::Invalid(format!("box \"{box_name}\" does not exist")));
+            return Err(RuntimeError::Invalid(format!(
+                "box \"{box_name}\" does not exist"
+            )));
         }
         if let Some(a) = self.attachments.iter().find(|a| a.target == target) {
             return Err(RuntimeError::Invalid(format!(
@@ -354,7 +375,9 @@ impl Runtime {
         let tids = self.target_threads(&target)?;
         if let Target::Pid(pid) = target {
             if pid as u32 == std::process::id() {
-                return Err(RuntimeError::Invalid("cannot attach the daemon itself".into()));
+                return Err(RuntimeError::Invalid(
+                    "cannot attach the daemon itself".into(),
+                ));
             }
         }
         let n = self.add_threads(box_name, &tids);
@@ -406,7 +429,9 @@ impl Runtime {
                 let pids: BTreeSet<i32> = self.procs.keys().copied().collect();
                 let _ = pids;
                 let tids = self.target_threads(&target).unwrap_or_default();
-                tids.into_iter().filter(|t| self.members.contains_key(t)).collect()
+                tids.into_iter()
+                    .filter(|t| self.members.contains_key(t))
+                    .collect()
             }
             (None, None, Some(b)) => {
                 self.attachments.retain(|a| a.box_name != b);
@@ -553,7 +578,7 @@ impl Runtime {
             .processes
             .keys()
             .copied()
-            .filter(|p| !live.contains(p) && !(attached.contains(p) && procfs::stat(*p).is_ok()))
+            .filter(|p| !(live.contains(p) || attached.contains(p) && procfs::stat(*p).is_ok()))
             .collect();
         if empty.is_empty() {
             return;
@@ -614,8 +639,10 @@ impl Runtime {
         let procs: Vec<(i32, String)> = self.procs.iter().map(|(p, b)| (*p, b.clone())).collect();
         for (pid, bx) in &procs {
             if let Ok(tids) = procfs::threads_of(*pid) {
-                let new: Vec<i32> =
-                    tids.into_iter().filter(|t| !self.members.contains_key(t)).collect();
+                let new: Vec<i32> = tids
+                    .into_iter()
+                    .filter(|t| !self.members.contains_key(t))
+                    .collect();
                 if !new.is_empty() {
                     self.add_threads(bx, &new);
                 }
@@ -630,8 +657,10 @@ impl Runtime {
             .collect();
         for a in cg {
             if let Ok(tids) = self.target_threads(&a.target) {
-                let new: Vec<i32> =
-                    tids.into_iter().filter(|t| !self.members.contains_key(t)).collect();
+                let new: Vec<i32> = tids
+                    .into_iter()
+                    .filter(|t| !self.members.contains_key(t))
+                    .collect();
                 if !new.is_empty() {
                     self.add_threads(&a.box_name, &new);
                 }
@@ -661,7 +690,9 @@ impl Runtime {
         for (tid, m) in self.members.iter_mut() {
             if let Some(a) = &m.applied {
                 let attr_ok = sched::get_attr(*tid).map(|x| x == a.attr).unwrap_or(true);
-                let cpus_ok = sched::get_affinity(*tid).map(|c| c == a.cpus).unwrap_or(true);
+                let cpus_ok = sched::get_affinity(*tid)
+                    .map(|c| c == a.cpus)
+                    .unwrap_or(true);
                 if !attr_ok || !cpus_ok {
                     m.applied = Some(Applied {
                         attr: SchedAttr::other(0),
@@ -740,7 +771,10 @@ impl Runtime {
         for i in 0..self.sched.server_count() {
             let info = self.sched.server(ServerId(i as u32));
             if !info.throttled {
-                by_cpu.entry(info.cpu).or_default().push((info.deadline, info.id));
+                by_cpu
+                    .entry(info.cpu)
+                    .or_default()
+                    .push((info.deadline, info.id));
             }
         }
         let mut slot: BTreeMap<ServerId, (u32, u32)> = BTreeMap::new(); // server -> (top, width)
@@ -756,7 +790,10 @@ impl Runtime {
         // Local ranks per box: distinct original priorities, highest first.
         let mut local: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for m in self.members.values() {
-            local.entry(m.box_name.clone()).or_default().push(m.local_prio);
+            local
+                .entry(m.box_name.clone())
+                .or_default()
+                .push(m.local_prio);
         }
         for v in local.values_mut() {
             v.sort_unstable_by(|a, b| b.cmp(a));
@@ -779,13 +816,18 @@ impl Runtime {
         let mut errors = Vec::new();
         let mut gone = Vec::new();
         for (tid, m) in self.members.iter_mut() {
-            let (mode, shared) = modes.get(m.box_name.as_str()).copied().unwrap_or((Mode::Hard, true));
+            let (mode, shared) = modes
+                .get(m.box_name.as_str())
+                .copied()
+                .unwrap_or((Mode::Hard, true));
             let servers = self.sched.box_servers(&m.box_name);
             if shared || servers.is_empty() {
                 // Shared boxes run in what the reservations leave: their own policy, the box's
                 // CPUs, and a nice level from their weight (one nice step is ~1.25x weight).
                 m.charge_to = None;
-                let Some(b) = self.system.get(&m.box_name) else { continue };
+                let Some(b) = self.system.get(&m.box_name) else {
+                    continue;
+                };
                 let mut attr = m.snapshot.attr;
                 if let rtbox_model::Interface::Shared { weight } = b.spec.interface {
                     if !attr.is_rt() && attr.policy != sched::SCHED_DEADLINE {
@@ -817,7 +859,9 @@ impl Runtime {
                 if m.ready {
                     None
                 } else {
-                    m.last_server.filter(live).or_else(|| servers.iter().copied().find(live))
+                    m.last_server
+                        .filter(live)
+                        .or_else(|| servers.iter().copied().find(live))
                 }
             });
             let desired = match server {
@@ -935,7 +979,9 @@ impl Runtime {
                     consumed: info.consumed,
                     throttled: info.throttled,
                     throttles: info.throttle_count,
-                    max_overrun: st.and_then(|s| s.overruns.iter().max().copied()).unwrap_or(0),
+                    max_overrun: st
+                        .and_then(|s| s.overruns.iter().max().copied())
+                        .unwrap_or(0),
                 }
             })
             .collect()

@@ -237,7 +237,10 @@ mod tests {
         assert!(v2.v1_cpu.is_none());
         let v1 = parse_mounts("cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n");
         assert_eq!(v1.kind, LayoutKind::V1);
-        assert_eq!(parse_mounts("proc /proc proc rw 0 0").kind, LayoutKind::None);
+        assert_eq!(
+            parse_mounts("proc /proc proc rw 0 0").kind,
+            LayoutKind::None
+        );
     }
 
     #[test]

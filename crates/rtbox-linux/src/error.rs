@@ -48,7 +48,10 @@ impl LinuxError {
             LinuxError::NoSuchThread(_) => true,
             LinuxError::Syscall { errno, .. } => *errno == libc::ESRCH,
             LinuxError::Io { source, .. } => {
-                matches!(source.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
+                matches!(
+                    source.raw_os_error(),
+                    Some(libc::ENOENT) | Some(libc::ESRCH)
+                )
             }
             _ => false,
         }
@@ -64,7 +67,9 @@ impl fmt::Display for LinuxError {
                 std::io::Error::from_raw_os_error(*errno)
             ),
             LinuxError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            LinuxError::Parse { path, what } => write!(f, "{}: cannot parse {what}", path.display()),
+            LinuxError::Parse { path, what } => {
+                write!(f, "{}: cannot parse {what}", path.display())
+            }
             LinuxError::NoSuchThread(t) => write!(f, "thread {t} no longer exists"),
             LinuxError::Invalid(s) => write!(f, "{s}"),
         }

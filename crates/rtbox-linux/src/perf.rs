@@ -65,7 +65,13 @@ impl TaskClock {
     pub fn read(&self) -> Result<u64, LinuxError> {
         let mut v: u64 = 0;
         // SAFETY: v is an 8-byte buffer.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
         if n != 8 {
             return Err(LinuxError::last("read(perf task clock)", self.tid));
         }
@@ -101,6 +107,10 @@ mod tests {
         let wall = crate::monotonic_ns() - t0;
         assert!(x > 0);
         assert!(b > a, "clock did not advance: {a} -> {b}");
-        assert!(b - a <= wall + 1_000_000, "more CPU than wall time: {} > {wall}", b - a);
+        assert!(
+            b - a <= wall + 1_000_000,
+            "more CPU than wall time: {} > {wall}",
+            b - a
+        );
     }
 }

@@ -127,6 +127,9 @@ mod tests {
         assert_eq!(tgid(tid).unwrap(), pid);
         assert_eq!(stat(tid).unwrap().state, 'R');
         assert!(all_pids().unwrap().contains(&pid));
-        assert!(matches!(threads_of(i32::MAX - 3), Err(LinuxError::NoSuchThread(_))));
+        assert!(matches!(
+            threads_of(i32::MAX - 3),
+            Err(LinuxError::NoSuchThread(_))
+        ));
     }
 }

@@ -115,7 +115,10 @@ impl SchedAttr {
             )));
         }
         if !(-20..=19).contains(&self.nice) {
-            return Err(LinuxError::Invalid(format!("nice {} out of -20..19", self.nice)));
+            return Err(LinuxError::Invalid(format!(
+                "nice {} out of -20..19",
+                self.nice
+            )));
         }
         Ok(())
     }
@@ -162,14 +165,7 @@ pub fn set_attr(tid: i32, attr: &SchedAttr) -> Result<(), LinuxError> {
         period: attr.period,
     };
     // SAFETY: raw is a valid, fully initialised struct of ATTR_SIZE bytes.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            tid,
-            &mut raw as *mut RawAttr,
-            0u32,
-        )
-    };
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &mut raw as *mut RawAttr, 0u32) };
     if r != 0 {
         return Err(LinuxError::last("sched_setattr", tid));
     }
@@ -181,7 +177,8 @@ pub fn get_affinity(tid: i32) -> Result<Vec<u32>, LinuxError> {
     // SAFETY: an all-zero cpu_set_t is valid.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: set is a valid cpu_set_t of the given size.
-    let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let r =
+        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if r != 0 {
         return Err(LinuxError::last("sched_getaffinity", tid));
     }
@@ -248,9 +245,18 @@ mod tests {
 
     #[test]
     fn invalid_attrs_are_refused_before_the_kernel() {
-        assert!(matches!(set_attr(gettid(), &SchedAttr::fifo(0)), Err(LinuxError::Invalid(_))));
-        assert!(matches!(set_attr(gettid(), &SchedAttr::fifo(100)), Err(LinuxError::Invalid(_))));
-        assert!(matches!(set_affinity(gettid(), &[]), Err(LinuxError::Invalid(_))));
+        assert!(matches!(
+            set_attr(gettid(), &SchedAttr::fifo(0)),
+            Err(LinuxError::Invalid(_))
+        ));
+        assert!(matches!(
+            set_attr(gettid(), &SchedAttr::fifo(100)),
+            Err(LinuxError::Invalid(_))
+        ));
+        assert!(matches!(
+            set_affinity(gettid(), &[]),
+            Err(LinuxError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -59,13 +59,25 @@ fn watch(rd: OwnedFd, journal: Journal) -> ! {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
-        libc::prctl(libc::PR_SET_NAME, c"rtbox-watchdog".as_ptr() as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_NAME,
+            c"rtbox-watchdog".as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
     }
     let _ = sched::set_attr(0, &SchedAttr::fifo(WATCHDOG_PRIORITY));
     let mut buf = [0u8; 64];
     loop {
         // SAFETY: buf is valid for its length.
-        let n = unsafe { libc::read(rd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        let n = unsafe {
+            libc::read(
+                rd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        };
         if n == 0 {
             break;
         }
