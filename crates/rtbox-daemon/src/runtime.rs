@@ -191,6 +191,10 @@ impl Runtime {
             Err(e) => log.push(format!("state file: {e}")),
         }
         let (system, sched) = build(&platform, &specs)?;
+        let swept = cgroup::sweep_stale(&layout);
+        if swept > 0 {
+            log.push(format!("removed {swept} stale freeze groups"));
+        }
         let jstate = JournalState::new(layout.clone());
         journal.save(&jstate)?;
         Ok(Runtime {
@@ -583,21 +587,31 @@ impl Runtime {
         if empty.is_empty() {
             return;
         }
+        let mut changed = false;
         for pid in empty {
-            if let Some(p) = self.jstate.processes.remove(&pid) {
+            if let Some(p) = self.jstate.processes.get(&pid) {
                 if p.freeze_group {
                     if let Err(e) =
                         cgroup::freeze_group_remove(&self.layout, pid, p.v2_original.as_deref())
                     {
-                        self.log.push(format!("release process {pid}: {e}"));
+                        // An exiting process may still be linked to its group: keep the entry
+                        // and retry at the next scan (or at shutdown / by the watchdog).
+                        // (Not logged: a zombie not yet reaped would log every scan.)
+                        let _ = e;
+                        self.procs.remove(&pid);
+                        continue;
                     }
                 }
             }
+            self.jstate.processes.remove(&pid);
+            changed = true;
             self.procs.remove(&pid);
             self.attachments.retain(|a| a.target != Target::Pid(pid));
         }
-        if let Err(e) = self.journal.save(&self.jstate) {
-            self.log.push(format!("journal: {e}"));
+        if changed {
+            if let Err(e) = self.journal.save(&self.jstate) {
+                self.log.push(format!("journal: {e}"));
+            }
         }
     }
 
