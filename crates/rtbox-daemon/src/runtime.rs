@@ -474,10 +474,23 @@ impl Runtime {
         let mut new_pids = Vec::new();
         for s in &fresh {
             if !self.jstate.processes.contains_key(&s.pid) && !self.procs.contains_key(&s.pid) {
+                // A child forked by a member starts inside the parent's freeze group: its
+                // original cgroup is the one the parent had before rtbox moved it.
+                let mut v2_original = s.cgroups.v2.clone();
+                if v2_original
+                    .as_deref()
+                    .is_some_and(|p| p.starts_with("/rtbox/p"))
+                {
+                    let parent = procfs::stat(s.pid).ok().map(|st| st.ppid);
+                    v2_original = parent
+                        .and_then(|pp| self.jstate.processes.get(&pp))
+                        .and_then(|e| e.v2_original.clone())
+                        .or_else(|| Some("/".to_string()));
+                }
                 self.jstate.processes.insert(
                     s.pid,
                     ProcessEntry {
-                        v2_original: s.cgroups.v2.clone(),
+                        v2_original,
                         freeze_group: self.layout.v2.is_some(),
                     },
                 );
