@@ -23,7 +23,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> ExitCode {
     if args.metrics {
-        return match crate::client::call("status", &args.socket, &Request::Metrics) {
+        return match crate::client::call("status", &args.socket, &Request::Metrics {}) {
             Ok(v) => {
                 print!("{}", v["text"].as_str().unwrap_or(""));
                 ExitCode::SUCCESS
@@ -31,7 +31,7 @@ pub fn run(args: Args) -> ExitCode {
             Err(c) => c,
         };
     }
-    let v = match crate::client::call("status", &args.socket, &Request::Status) {
+    let v = match crate::client::call("status", &args.socket, &Request::Status {}) {
         Ok(v) => v,
         Err(c) => return c,
     };

@@ -331,7 +331,7 @@ fn request_fuzz_keeps_invariants() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     let mut env = Env::start("fuzz");
-    let hogs = vec![hog(), hog(), hog()];
+    let hogs = [hog(), hog(), hog()];
     let orig: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
     let pids: Vec<String> = hogs.iter().map(|h| h.0.id().to_string()).collect();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

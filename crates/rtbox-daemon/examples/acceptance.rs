@@ -41,6 +41,14 @@ fn main() {
                     "| {} | (enforcement loop CPU) | | {:.4} | |",
                     case.name, o.loop_cpu
                 );
+                }
+                println!(
+                    "| {} | (enforcement loop CPU) | | {:.4} | |",
+                    case.name, o.loop_cpu
+                );
+                if std::env::var_os("RTBOX_CHARGED").is_some() {
+                    println!("charged by the core: {:?}", o.charged);
+                }
                 for (b, cpu, v) in o.overruns {
                     over.push((case.name.clone(), b, cpu, v));
                 }

@@ -1,13 +1,12 @@
 //! Experiment harness for the acceptance figures of issue 5: runs a [`Runtime`] in this process
 //! (the calling thread becomes the enforcement loop at SCHED_FIFO [`LOOP_PRIO`]) against real
-//! CPU hogs, and measures what each hog got with the exact perf task clock.
+//! CPU hogs, and measures what each hog got from the kernel's schedstat.
 //!
 //! Used by `examples/acceptance.rs` (10 s cases, figures for docs/benchmarks-runtime.md) and by
 //! the short CI versions in `tests/acceptance.rs`. Everything is restored at the end of a case.
 
 use std::process::{Child, Command, Stdio};
 
-use rtbox_linux::perf::TaskClock;
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_model::{BoxSpec, Platform};
 
@@ -42,6 +41,8 @@ pub struct Outcome {
     pub unmanaged: Vec<f64>,
     /// Overrun per finished throttled period, per (box, cpu), ns.
     pub overruns: Vec<(String, u32, Vec<u64>)>,
+    /// CPU time charged to each box's servers over the measurement, in CPUs.
+    pub charged: Vec<(String, f64)>,
     /// CPU time of the enforcement loop thread over the measurement, in CPUs.
     pub loop_cpu: f64,
 }
@@ -106,18 +107,18 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         },
     )
     .map_err(|e| BenchError(e.to_string()))?;
-    let mut hogs: Vec<(usize, Hog, Option<TaskClock>)> = Vec::new();
+    let mut hogs: Vec<(usize, Hog, i32)> = Vec::new();
     for (i, (bx, n)) in case.hogs.iter().enumerate() {
         for _ in 0..*n {
             let h = spawn_hog()?;
             let pid = h.0.id() as i32;
-            let clock = TaskClock::open(pid).ok();
+            let clock = pid;
             rt.attach(bx, Target::Pid(pid))
                 .map_err(|e| BenchError(format!("attach {pid} to {bx}: {e}")))?;
             hogs.push((i, h, clock));
         }
     }
-    let mut un: Vec<(Hog, Option<TaskClock>)> = Vec::new();
+    let mut un: Vec<(Hog, i32)> = Vec::new();
     for u in &case.unmanaged {
         let h = spawn_hog()?;
         let pid = h.0.id() as i32;
@@ -127,12 +128,27 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         if let Some(p) = u.fifo {
             let _ = sched::set_attr(pid, &SchedAttr::fifo(p));
         }
-        un.push((h, TaskClock::open(pid).ok()));
+        un.push((h, pid));
     }
     let _ = sched::set_attr(0, &SchedAttr::fifo(LOOP_PRIO));
     let start = rtbox_linux::monotonic_ns();
-    let read = |c: &Option<TaskClock>| c.as_ref().and_then(|c| c.read().ok()).unwrap_or(0);
+    // Measured with the kernel's own sum_exec_runtime (schedstat), independent of the perf
+    // clocks the runtime charges with. It advances at context switches and ticks, so over a
+    // window of seconds its error is below 4 ms per hog.
+    let read = |c: &i32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{c}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
     let mut base: Option<(u64, Vec<u64>, Vec<u64>, u64)> = None;
+    let charged = |rt: &Runtime| -> Vec<(String, u64)> {
+        rt.server_rows()
+            .into_iter()
+            .map(|r| (r.box_name, r.consumed))
+            .collect()
+    };
+    let mut charged0 = Vec::new();
     let end = start + case.warmup_ns + case.measure_ns;
     loop {
         let now = rtbox_linux::monotonic_ns();
@@ -143,30 +159,51 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
                 un.iter().map(|h| read(&h.1)).collect(),
                 thread_cpu_ns(),
             ));
+            charged0 = charged(&rt);
         }
         if now >= end {
             break;
         }
         let t = rt.now();
         rt.step(t);
+        if std::env::var_os("RTBOX_CHARGED").is_some() {
+            for l in rt.log.drain(..) {
+                eprintln!("log: {l}");
+            }
+        }
         rt.log.clear();
         let next = rt.to_monotonic(rt.next_wakeup(rt.now())).min(end);
         rtbox_linux::sleep_until(next);
     }
+    // Read everything while still above the members: once this thread drops its priority,
+    // unthrottled FIFO members could delay it (and the reads) for up to RT throttling's 50 ms.
     let now = rtbox_linux::monotonic_ns();
     let loop_ns = thread_cpu_ns();
-    let _ = sched::set_attr(0, &SchedAttr::other(0));
+    let h1: Vec<u64> = hogs.iter().map(|h| read(&h.2)).collect();
+    let u1: Vec<u64> = un.iter().map(|h| read(&h.1)).collect();
     let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
     let wall = (now - t0) as f64;
     let mut per_box: Vec<(String, f64)> = case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
     for (k, (i, _, c)) in hogs.iter().enumerate() {
         per_box[*i].1 += read(c).saturating_sub(h0[k]) as f64 / wall;
+    for (k, (i, _, _)) in hogs.iter().enumerate() {
+        per_box[*i].1 += h1[k].saturating_sub(h0[k]) as f64 / wall;
     }
     let unmanaged = un
         .iter()
         .enumerate()
-        .map(|(k, (_, c))| read(c).saturating_sub(u0[k]) as f64 / wall)
+        .map(|(k, _)| u1[k].saturating_sub(u0[k]) as f64 / wall)
         .collect();
+    let charged1 = charged(&rt);
+    let mut charged_per_box: Vec<(String, f64)> = Vec::new();
+    for (i, (b, c)) in charged1.iter().enumerate() {
+        let c0 = charged0.get(i).map_or(0, |x| x.1);
+        let d = c.saturating_sub(c0) as f64 / wall;
+        match charged_per_box.iter_mut().find(|x| &x.0 == b) {
+            Some(x) => x.1 += d,
+            None => charged_per_box.push((b.clone(), d)),
+        }
+    }
     let mut overruns = Vec::new();
     for b in &case.boxes {
         for cpu in 0..case.cpus {
@@ -177,12 +214,19 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         }
     }
     rt.shutdown();
+    let _ = sched::set_attr(0, &SchedAttr::other(0));
+    for l in rt.log.drain(..) {
+        if std::env::var_os("RTBOX_CHARGED").is_some() {
+            eprintln!("log: {l}");
+        }
+    }
     drop(hogs);
     drop(un);
     Ok(Outcome {
         per_box,
         unmanaged,
         overruns,
+        charged: charged_per_box,
         loop_cpu: (loop_ns - l0) as f64 / wall,
     })
 }

@@ -311,7 +311,7 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
             let n = rt.detach(pid, cgroup.map(PathBuf::from), box_name.as_deref())?;
             Ok(serde_json::json!({"threads": n}))
         }
-        Request::Status => {
+        Request::Status {} => {
             let boxes: Vec<serde_json::Value> = rt
                 .specs()
                 .iter()
@@ -333,7 +333,7 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
                 "now_ns": rt.now(),
             }))
         }
-        Request::Metrics => Ok(serde_json::json!({
+        Request::Metrics {} => Ok(serde_json::json!({
             "text": crate::metrics::render(&rt.server_rows())
         })),
     }

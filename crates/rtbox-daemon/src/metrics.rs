@@ -4,10 +4,19 @@ use std::fmt::Write;
 
 use crate::runtime::ServerRow;
 
+/// Name, type, help text and value of one metric family.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ServerRow) -> f64,
+);
+
 /// Render the rows in the Prometheus text format (version 0.0.4).
 pub fn render(rows: &[ServerRow]) -> String {
     let mut out = String::new();
     let metrics: [(&str, &str, &str, fn(&ServerRow) -> f64); 7] = [
+    let metrics: [Family; 7] = [
         (
             "rtbox_server_budget_seconds",
             "gauge",

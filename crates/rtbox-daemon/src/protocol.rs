@@ -69,8 +69,8 @@ pub enum Request {
         #[serde(default, rename = "box")]
         box_name: Option<String>,
     },
-    Status,
-    Metrics,
+    Status {},
+    Metrics {},
 }
 
 /// Parse one request line; the error names what is wrong.

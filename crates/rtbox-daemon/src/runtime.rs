@@ -28,6 +28,9 @@ pub const PRIO_LO: u32 = 40;
 /// The daemon's enforcement loop priority (above members and the watchdog).
 pub const LOOP_PRIO: u32 = 98;
 
+/// Shortest sleep of the loop when the core's timer is already due (no spinning).
+pub const MIN_SLEEP: Nanos = 50_000;
+
 /// A thread under rtbox's control.
 #[derive(Debug)]
 struct Member {
@@ -188,6 +191,10 @@ impl Runtime {
             Err(e) => log.push(format!("state file: {e}")),
         }
         let (system, sched) = build(&platform, &specs)?;
+        let swept = cgroup::sweep_stale(&layout);
+        if swept > 0 {
+            log.push(format!("removed {swept} stale freeze groups"));
+        }
         let jstate = JournalState::new(layout.clone());
         journal.save(&jstate)?;
         Ok(Runtime {
@@ -467,10 +474,23 @@ impl Runtime {
         let mut new_pids = Vec::new();
         for s in &fresh {
             if !self.jstate.processes.contains_key(&s.pid) && !self.procs.contains_key(&s.pid) {
+                // A child forked by a member starts inside the parent's freeze group: its
+                // original cgroup is the one the parent had before rtbox moved it.
+                let mut v2_original = s.cgroups.v2.clone();
+                if v2_original
+                    .as_deref()
+                    .is_some_and(|p| p.starts_with("/rtbox/p"))
+                {
+                    let parent = procfs::stat(s.pid).ok().map(|st| st.ppid);
+                    v2_original = parent
+                        .and_then(|pp| self.jstate.processes.get(&pp))
+                        .and_then(|e| e.v2_original.clone())
+                        .or_else(|| Some("/".to_string()));
+                }
                 self.jstate.processes.insert(
                     s.pid,
                     ProcessEntry {
-                        v2_original: s.cgroups.v2.clone(),
+                        v2_original,
                         freeze_group: self.layout.v2.is_some(),
                     },
                 );
@@ -575,26 +595,36 @@ impl Runtime {
             .processes
             .keys()
             .copied()
-            .filter(|p| !live.contains(p) && !(attached.contains(p) && procfs::stat(*p).is_ok()))
+            .filter(|p| !(live.contains(p) || attached.contains(p) && procfs::stat(*p).is_ok()))
             .collect();
         if empty.is_empty() {
             return;
         }
+        let mut changed = false;
         for pid in empty {
-            if let Some(p) = self.jstate.processes.remove(&pid) {
+            if let Some(p) = self.jstate.processes.get(&pid) {
                 if p.freeze_group {
                     if let Err(e) =
                         cgroup::freeze_group_remove(&self.layout, pid, p.v2_original.as_deref())
                     {
-                        self.log.push(format!("release process {pid}: {e}"));
+                        // An exiting process may still be linked to its group: keep the entry
+                        // and retry at the next scan (or at shutdown / by the watchdog).
+                        // (Not logged: a zombie not yet reaped would log every scan.)
+                        let _ = e;
+                        self.procs.remove(&pid);
+                        continue;
                     }
                 }
             }
+            self.jstate.processes.remove(&pid);
+            changed = true;
             self.procs.remove(&pid);
             self.attachments.retain(|a| a.target != Target::Pid(pid));
         }
-        if let Err(e) = self.journal.save(&self.jstate) {
-            self.log.push(format!("journal: {e}"));
+        if changed {
+            if let Err(e) = self.journal.save(&self.jstate) {
+                self.log.push(format!("journal: {e}"));
+            }
         }
     }
 
@@ -928,10 +958,30 @@ impl Runtime {
         }
     }
 
-    /// When the loop must run next (absolute core time).
+    /// When the loop must run next (absolute core time): the core's next timer, at the latest
+    /// after one poll interval. In Measured mode the core's exhaustion time assumes the running
+    /// member consumed at full rate; when it did not (preempted by a higher band or by RT
+    /// throttling) that time lies in the past, and the loop instead waits for the smallest
+    /// budget left among servers with a runnable member (at least [`MIN_SLEEP`]), so it never
+    /// spins.
     pub fn next_wakeup(&self, now: Nanos) -> Nanos {
         let poll = now + self.opts.poll;
-        self.sched.next_timer().map_or(poll, |t| t.min(poll))
+        match self.sched.next_timer() {
+            Some(t) if t > now => t.min(poll),
+            Some(_) => {
+                let mut est = poll;
+                for m in self.members.values() {
+                    if let (true, Some(s)) = (m.ready, m.charge_to) {
+                        let info = self.sched.server(s);
+                        if !info.throttled && info.runtime > 0 {
+                            est = est.min(now + info.runtime as u64);
+                        }
+                    }
+                }
+                est.max(now + MIN_SLEEP)
+            }
+            None => poll,
+        }
     }
 
     /// Per-server view for status and metrics.

@@ -103,6 +103,7 @@ fn new_children_join_the_box() {
         }
         std::thread::sleep(Duration::from_micros(500));
     }
+    let child = rt.member_tids("A").into_iter().find(|&t| t != ppid);
     let _ = parent.kill();
     let _ = parent.wait();
     let took = joined.expect("child never joined");
@@ -123,4 +124,16 @@ fn new_children_join_the_box() {
         "exited parent still a member"
     );
     rt.shutdown();
+    // The child started inside the parent's freeze group; release puts it where the parent
+    // came from, never into an rtbox cgroup.
+    if let Some(c) = child {
+        if let Ok(cg) = rtbox_linux::cgroup::thread_cgroups(c) {
+            assert!(
+                !cg.v2.as_deref().unwrap_or("").contains("/rtbox/"),
+                "child left in {cg:?}"
+            );
+        }
+        // SAFETY: the orphaned `sleep` child this test created.
+        unsafe { libc::kill(c, libc::SIGKILL) };
+    }
 }

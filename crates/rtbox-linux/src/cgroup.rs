@@ -213,8 +213,39 @@ pub fn freeze_group_remove(
     }
 }
 
+/// Remove freeze groups of processes that no longer exist (a group whose removal failed because
+/// the exiting process was still linked to it). Returns how many were removed.
+pub fn sweep_stale(layout: &Layout) -> usize {
+    let Some(v2) = &layout.v2 else { return 0 };
+    let Ok(rd) = fs::read_dir(v2.join("rtbox")) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.strip_prefix('p').and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Ok(children) = fs::read_dir(e.path()) {
+            for c in children.filter_map(|c| c.ok()) {
+                if c.path().is_dir() {
+                    let _ = fs::remove_dir(c.path());
+                }
+            }
+        }
+        if fs::remove_dir(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Remove `<v2>/rtbox` if empty (best effort).
 pub fn remove_rtbox_root(layout: &Layout) {
+    sweep_stale(layout);
     if let Some(v2) = &layout.v2 {
         let _ = fs::remove_dir(v2.join("rtbox"));
     }
