@@ -41,11 +41,6 @@ fn main() {
                     "| {} | (enforcement loop CPU) | | {:.4} | |",
                     case.name, o.loop_cpu
                 );
-                }
-                println!(
-                    "| {} | (enforcement loop CPU) | | {:.4} | |",
-                    case.name, o.loop_cpu
-                );
                 if std::env::var_os("RTBOX_CHARGED").is_some() {
                     println!("charged by the core: {:?}", o.charged);
                 }

@@ -184,8 +184,6 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
     let wall = (now - t0) as f64;
     let mut per_box: Vec<(String, f64)> = case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
-    for (k, (i, _, c)) in hogs.iter().enumerate() {
-        per_box[*i].1 += read(c).saturating_sub(h0[k]) as f64 / wall;
     for (k, (i, _, _)) in hogs.iter().enumerate() {
         per_box[*i].1 += h1[k].saturating_sub(h0[k]) as f64 / wall;
     }

@@ -15,7 +15,6 @@ type Family = (
 /// Render the rows in the Prometheus text format (version 0.0.4).
 pub fn render(rows: &[ServerRow]) -> String {
     let mut out = String::new();
-    let metrics: [(&str, &str, &str, fn(&ServerRow) -> f64); 7] = [
     let metrics: [Family; 7] = [
         (
             "rtbox_server_budget_seconds",
