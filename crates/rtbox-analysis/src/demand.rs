@@ -77,7 +77,7 @@ pub fn edf_horizon(tasks: &[Task], supply: &dyn Supply) -> Horizon {
         if u == 0 {
             return Horizon::Upto(0);
         }
-        return Horizon::Overloaded;
+        return full_rate_horizon(tasks, lin);
     }
     let slack_terms: u128 = tasks
         .iter()
@@ -91,6 +91,41 @@ pub fn edf_horizon(tasks: &[Task], supply: &dyn Supply) -> Horizon {
     let l = num.div_ceil(den);
     let max_d = tasks.iter().map(|t| t.deadline).max().unwrap_or(0);
     Horizon::Upto(u64::try_from(l).unwrap_or(u64::MAX).max(max_d))
+}
+
+/// Utilization equal to the rate of an exactly linear supply (delay 0: whole CPUs, full
+/// servers): dbf(t) <= dbf(t - H) + U H and sbf(t) = sbf(t - H) + rate H, so checking up to
+/// the hyperperiod H (plus the largest deadline) decides. Overloaded if U > rate or H is huge.
+fn full_rate_horizon(tasks: &[Task], lin: crate::supply::Linear) -> Horizon {
+    if lin.delay != 0 || lin.rate_num == 0 {
+        return Horizon::Overloaded;
+    }
+    const LIMIT: u128 = 1 << 48;
+    let mut h: u128 = 1;
+    for t in tasks {
+        let p = u128::from(t.period);
+        h = h / gcd(h, p) * p;
+        if h > LIMIT {
+            return Horizon::Overloaded;
+        }
+    }
+    let work: u128 = tasks
+        .iter()
+        .map(|t| u128::from(t.wcet) * (h / u128::from(t.period)))
+        .sum();
+    if work * lin.rate_den > lin.rate_num * h {
+        return Horizon::Overloaded;
+    }
+    let max_d = tasks.iter().map(|t| t.deadline).max().unwrap_or(0);
+    Horizon::Upto(h as Nanos + max_d)
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 #[cfg(test)]

@@ -182,9 +182,43 @@ pub fn theorem1_schedulable(tasks: &[Task], platform: &dyn MultiSupply) -> bool 
     })
 }
 
-/// Seed 002 Theorem 1 for every task (jitter folded in, see [`prepare`]).
+/// Seed 002 Theorem 1 for every task (jitter folded in, see [`prepare`]). A task's verdict
+/// counts only if every higher-or-equal-priority task passes too (its carry-in bound assumes
+/// they meet their deadlines), see [`require_hp`].
 pub fn theorem1(tasks: &[Task], platform: &dyn MultiSupply) -> Vec<GlobalVerdict> {
-    with_prepared(tasks, |ts, i| theorem1_task(ts, i, platform))
+    require_hp(
+        tasks,
+        with_prepared(tasks, |ts, i| theorem1_task(ts, i, platform)),
+    )
+}
+
+/// G-FP interference bounds assume the interfering tasks meet their deadlines: a task is
+/// guaranteed only if all tasks of higher or equal priority are.
+pub fn require_hp(tasks: &[Task], mut verdicts: Vec<GlobalVerdict>) -> Vec<GlobalVerdict> {
+    let ok: Vec<bool> = verdicts.iter().map(|v| v.schedulable).collect();
+    for (i, v) in verdicts.iter_mut().enumerate() {
+        let hp_fails = tasks
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && tasks[i].is_hp(o) && !ok[j]);
+        if hp_fails {
+            v.schedulable = false;
+            v.response = None;
+        }
+    }
+    verdicts
+}
+
+/// Global EDF interference bounds assume every other task meets its deadlines: one failure
+/// voids every guarantee of the set.
+pub fn require_all(mut verdicts: Vec<GlobalVerdict>) -> Vec<GlobalVerdict> {
+    if verdicts.iter().any(|v| !v.schedulable) {
+        for v in &mut verdicts {
+            v.schedulable = false;
+            v.response = None;
+        }
+    }
+    verdicts
 }
 
 fn with_prepared(
@@ -267,7 +301,7 @@ pub fn global_edf_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalV
 
 /// Global EDF on a supply, every task.
 pub fn global_edf(tasks: &[Task], supply: &dyn Supply) -> Vec<GlobalVerdict> {
-    with_prepared(tasks, |ts, i| global_edf_task(ts, i, supply))
+    require_all(with_prepared(tasks, |ts, i| global_edf_task(ts, i, supply)))
 }
 
 /// Global FP response-time analysis on a supply for task `k`: the least x with
@@ -310,7 +344,19 @@ pub fn global_fp_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalVe
                     }),
                 }
             }
-            Some(n) if n <= me.deadline => x = n,
+            Some(n) if n <= me.deadline => {
+                // No window in [n, skip) can pass; go straight past it.
+                let skip = saturation_end(tasks, k, m, n);
+                if skip > me.deadline {
+                    return GlobalVerdict::failed(Some(Check {
+                        window: me.deadline,
+                        demand: demand_at(me.deadline),
+                        supply: supply.sbf(me.deadline),
+                        k: None,
+                    }));
+                }
+                x = skip;
+            }
             _ => {
                 let need = demand_at(me.deadline);
                 return GlobalVerdict::failed(Some(Check {
@@ -324,9 +370,59 @@ pub fn global_fp_task(tasks: &[Task], k: usize, supply: &dyn Supply) -> GlobalVe
     }
 }
 
+/// Skips windows that cannot pass. W_j(y) grows with slope at most 1, so W_j(y) - (y - C + 1)
+/// never increases: once an interferer falls below the cap it stays below. While at least m
+/// interferers are at the cap, the demand is >= m (C - 1) + m (y - C + 1) + 1 > m y >= sbf(y),
+/// so no such y passes. Returns the first y >= x with fewer than m capped interferers (x if
+/// there already are fewer).
+fn saturation_end(tasks: &[Task], k: usize, m: u32, x: Nanos) -> Nanos {
+    let me = &tasks[k];
+    let capped_until = |o: &Task| -> Option<Nanos> {
+        let capped = |y: Nanos| fp_workload(o, y) >= u128::from(y + 1 - me.wcet);
+        if !capped(x) {
+            return None;
+        }
+        // Last y in [x, D] still capped (monotone predicate).
+        let (mut lo, mut hi) = (x, me.deadline.saturating_add(1));
+        if capped(hi) {
+            return Some(hi);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if capped(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
+    };
+    let hp: Vec<&Task> = tasks
+        .iter()
+        .enumerate()
+        .filter(|&(j, o)| j != k && me.is_hp(o))
+        .map(|(_, o)| o)
+        .collect();
+    let capped_now = hp
+        .iter()
+        .filter(|o| fp_workload(o, x) >= u128::from(x + 1 - me.wcet))
+        .count();
+    if capped_now < m as usize {
+        return x;
+    }
+    let mut ends: Vec<Nanos> = hp.iter().filter_map(|o| capped_until(o)).collect();
+    ends.sort_unstable_by(|a, b| b.cmp(a));
+    // With the m-th largest end e, at every y <= e at least m interferers are capped.
+    ends.get(m as usize - 1)
+        .map_or(x, |&e| e.saturating_add(1).max(x))
+}
+
 /// Global FP on a supply, every task.
 pub fn global_fp(tasks: &[Task], supply: &dyn Supply) -> Vec<GlobalVerdict> {
-    with_prepared(tasks, |ts, i| global_fp_task(ts, i, supply))
+    require_hp(
+        tasks,
+        with_prepared(tasks, |ts, i| global_fp_task(ts, i, supply)),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,8 +526,20 @@ pub fn bc_rta_variant(tasks: &[Task], m: u32, variant: BcVariant) -> Vec<Option<
             }
             r = next;
         };
-        bound[k] = result;
+        // Only valid if every interferer is schedulable.
+        let hp_ok = tasks
+            .iter()
+            .enumerate()
+            .all(|(j, o)| j == k || !me.is_hp(o) || !done[j] || bound[j].is_some());
+        bound[k] = result.filter(|_| hp_ok);
         done[k] = true;
+    }
+    // Equal priorities interfere both ways: a failure voids its peers too.
+    let failed: Vec<bool> = bound.iter().map(Option::is_none).collect();
+    for (k, b) in bound.iter_mut().enumerate() {
+        if (0..tasks.len()).any(|j| j != k && tasks[k].is_hp(&tasks[j]) && failed[j]) {
+            *b = None;
+        }
     }
     bound
 }
@@ -530,6 +638,31 @@ mod tests {
         // The capped no-slack variant is the one `bc_rta` implements on a supply.
         let r: Vec<Option<Nanos>> = bc_rta(&ts, 3).iter().map(|x| x.response).collect();
         assert_eq!(r, v(false, true, 3));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn skipping_saturated_windows_changes_no_result(
+            raw in proptest::collection::vec((1u64..6, 2u64..30), 2..6), m in 1u32..4
+        ) {
+            let ts = ordered(raw.iter().map(|&(c, t)| Task::new(c.min(t), t)).collect());
+            let supply = Dedicated { m };
+            for k in 0..ts.len() {
+                let fast = global_fp_task(&ts, k, &supply);
+                // Plain iteration: x = sbf^-1(demand(x)) from C_k.
+                let me = ts[k];
+                let demand = |x: Nanos| global_demand(m, me.wcet, x, ts.iter().enumerate()
+                    .filter(|&(j, o)| j != k && me.is_hp(o)).map(|(_, o)| fp_workload(o, x)));
+                let mut x = me.wcet;
+                let slow = loop {
+                    let n = supply.time_to_supply(demand(x)).unwrap();
+                    if n <= x { break Some(x); }
+                    if n > me.deadline { break None; }
+                    x = n;
+                };
+                proptest::prop_assert_eq!(fast.response, slow);
+            }
+        }
     }
 
     #[test]

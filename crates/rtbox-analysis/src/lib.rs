@@ -9,7 +9,8 @@
 //! - A task set on a reservation without building a `System` (fast, for sweeps):
 //!   [`box_verdict`]`(&tasks, &pins, &Reservation, Policy, Placement)`; tasks are [`Task`]
 //!   (`Task::new(wcet, period)`, `.prio(p)`, `.jitter(j)`), reservations are
-//!   [`Reservation::Bdm`], [`Reservation::Mpr`] or [`Reservation::Servers`].
+//!   [`Reservation::Bdm`], [`Reservation::Mpr`] or [`Reservation::Servers`];
+//!   [`box_schedulable_fast`] is the same verdict as a bool without response bounds.
 //! - Interface synthesis: [`synth::min_bdm_alpha`], [`synth::bdm_table`], [`synth::min_mpr`],
 //!   [`synth::min_server_budget`], and [`synth::synthesize_box`] for a box of a `System`, with
 //!   [`synth::box_entry_toml`] printing a ready-to-paste configuration entry.
@@ -32,7 +33,7 @@ pub mod uni;
 
 pub use supply::{Bdm, Bdr, Dedicated, Edp, Mpr, MultiSupply, Prm, ServerSet, Supply, Work};
 pub use system::{
-    analyze, analyze_box, box_reservation, box_schedulable, box_verdict, AnalysisError, BoxReport,
-    BoxVerdict, Reservation, SystemReport, TaskOutcome, TestKind,
+    analyze, analyze_box, box_reservation, box_schedulable, box_schedulable_fast, box_verdict,
+    AnalysisError, BoxReport, BoxVerdict, Reservation, SystemReport, TaskOutcome, TestKind,
 };
 pub use task::Task;

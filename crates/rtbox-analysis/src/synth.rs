@@ -12,7 +12,7 @@ use rtbox_model::{
 
 use crate::global::{prepare, theorem1_interference};
 use crate::supply::{Bdm, Mpr, Prm, ServerSet};
-use crate::system::{box_verdict, Reservation};
+use crate::system::{box_schedulable_fast, Reservation};
 use crate::task::{from_specs, Task};
 
 /// Why no interface could be found.
@@ -83,7 +83,7 @@ pub fn bdm_ok(
         return false;
     }
     let r = Reservation::Bdm(Bdm { alpha, delta, m });
-    box_verdict(tasks, pins, &r, policy, placement).schedulable()
+    box_schedulable_fast(tasks, pins, &r, policy, placement)
 }
 
 /// Closed form for G-FP on BDM (seed 002 Theorem 1 on Y_k(t) = k alpha (t - Delta)):
@@ -238,7 +238,7 @@ pub fn mpr_ok(
         budget: theta,
         m,
     });
-    box_verdict(tasks, pins, &r, policy, placement).schedulable()
+    box_schedulable_fast(tasks, pins, &r, policy, placement)
 }
 
 /// The smallest m in 1..=max_m for which some Theta <= m Pi works, with the minimal Theta.
@@ -284,7 +284,7 @@ pub fn server_ok(
     placement: Placement,
 ) -> bool {
     let r = Reservation::Servers(ServerSet::new(vec![Prm::new(period, q); m as usize]));
-    box_verdict(tasks, pins, &r, policy, placement).schedulable()
+    box_schedulable_fast(tasks, pins, &r, policy, placement)
 }
 
 /// The minimal budget Q for period P with one server per vCPU (m vCPUs).

@@ -15,7 +15,7 @@ use std::fmt;
 
 use rtbox_model::{admit, Admission, Interface, Nanos, Placement, Policy, Role, System};
 
-use crate::global::{global_edf, global_fp, theorem1, Check, GlobalVerdict};
+use crate::global::{global_edf, global_fp, theorem1, theorem1_schedulable, Check, GlobalVerdict};
 use crate::partition::{partition_any, LocalPolicy};
 use crate::supply::{Bdm, Mpr, MultiSupply, Prm, ServerSet, Supply};
 use crate::task::{from_specs, Task};
@@ -193,6 +193,28 @@ pub fn box_verdict(
         tasks: verdicts.into_iter().map(TaskOutcome::from).collect(),
         heuristic: None,
     }
+}
+
+/// Yes/no form of [`box_verdict`] without response bounds: the same tests, faster (G-FP on
+/// a multi-supply skips the response-bound search). Used by synthesis and sweeps.
+pub fn box_schedulable_fast(
+    tasks: &[Task],
+    pinned: &[Option<usize>],
+    reservation: &Reservation,
+    policy: Policy,
+    placement: Placement,
+) -> bool {
+    let multi = reservation.vcpus().len() > 1 && placement == Placement::Global;
+    match (policy, reservation) {
+        (Policy::Fifo, Reservation::Bdm(b)) if multi => theorem1_fast(tasks, b),
+        (Policy::Fifo, Reservation::Servers(s)) if multi => theorem1_fast(tasks, s),
+        _ => box_verdict(tasks, pinned, reservation, policy, placement).schedulable(),
+    }
+}
+
+fn theorem1_fast(tasks: &[Task], platform: &dyn MultiSupply) -> bool {
+    let prepared: Option<Vec<Task>> = crate::global::prepare(tasks).into_iter().collect();
+    prepared.is_some_and(|ts| theorem1_schedulable(&ts, platform))
 }
 
 fn no_guarantee() -> TaskOutcome {

@@ -78,7 +78,7 @@ impl Task {
 
 /// Sorts tasks highest priority first (stable).
 pub fn sort_by_priority(tasks: &mut [Task]) {
-    tasks.sort_by(|a, b| b.prio.cmp(&a.prio));
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.prio));
 }
 
 /// Gives every task a distinct deadline-monotonic priority level (shorter deadline = higher),

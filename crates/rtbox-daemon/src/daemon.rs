@@ -109,11 +109,10 @@ fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
             let r = BufReader::new(conn);
             for line in r.lines() {
                 let Ok(line) = line else { return };
-                if line.trim().is_empty() {
-                    continue;
-                }
                 let (rtx, rrx) = mpsc::channel();
-                let req = if line.len() > 64 * 1024 {
+                let req = if line.trim().is_empty() {
+                    Err("malformed request: empty line".to_string())
+                } else if line.len() > 64 * 1024 {
                     Err("malformed request: longer than 64 KiB".to_string())
                 } else {
                     parse_request(&line)

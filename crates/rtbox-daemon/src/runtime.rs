@@ -72,8 +72,8 @@ struct Attachment {
 /// Per-server figures kept across periods.
 #[derive(Debug, Clone, Default)]
 pub struct ServerStats {
-    /// Lowest remaining budget seen in the current period (negative: overrun).
-    min_runtime: i64,
+    /// Time and consumed counter at the last replenishment.
+    last_replenish: Option<(Nanos, Nanos)>,
     /// Overrun of each finished period that throttled, in ns (capped list).
     pub overruns: Vec<u64>,
 }
@@ -129,6 +129,7 @@ pub struct Runtime {
     pub layout: Layout,
     platform: Platform,
     specs: Vec<BoxSpec>,
+    system: System,
     sched: Scheduler,
     epoch: u64,
     members: BTreeMap<i32, Member>,
@@ -186,13 +187,14 @@ impl Runtime {
             Ok(None) => {}
             Err(e) => log.push(format!("state file: {e}")),
         }
-        let (_, sched) = build(&platform, &specs)?;
+        let (system, sched) = build(&platform, &specs)?;
         let jstate = JournalState::new(layout.clone());
         journal.save(&jstate)?;
         Ok(Runtime {
             layout,
             platform,
             specs,
+            system,
             sched,
             epoch: rtbox_linux::monotonic_ns(),
             members: BTreeMap::new(),
@@ -262,6 +264,7 @@ impl Runtime {
         }
         self.specs = specs;
         self.sched = sched;
+        self.system = system;
         self.stats.clear();
         let tids: Vec<i32> = self.members.keys().copied().collect();
         for tid in tids {
@@ -280,7 +283,7 @@ impl Runtime {
                 ..a
             });
         }
-        self.procs.retain(|_, b| system.get(b).is_some());
+        self.procs.retain(|_, b| self.system.get(b).is_some());
         self.release_empty_processes();
         Ok(())
     }
@@ -735,12 +738,6 @@ impl Runtime {
         }
         // 2. Timers and decisions.
         self.sched.advance(now);
-        for i in 0..self.sched.server_count() {
-            let info = self.sched.server(ServerId(i as u32));
-            let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
-            let st = self.stats.entry(key).or_default();
-            st.min_runtime = st.min_runtime.min(info.runtime);
-        }
         while let Some(ev) = self.sched.poll_event() {
             if self.trace {
                 self.log.push(format!("{ev:?}"));
@@ -749,10 +746,15 @@ impl Runtime {
                 let info = self.sched.server(server);
                 let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
                 let st = self.stats.entry(key).or_default();
-                if st.overruns.len() < 100_000 {
-                    st.overruns.push((-st.min_runtime).max(0) as u64);
+                // Consumption between two replenishments one period apart is one period's.
+                if let Some((t, c)) = st.last_replenish {
+                    let used = info.consumed - c;
+                    let gap = now - t;
+                    if gap.abs_diff(info.period) <= info.period / 4 && st.overruns.len() < 100_000 {
+                        st.overruns.push(used.saturating_sub(info.budget));
+                    }
                 }
-                st.min_runtime = info.runtime;
+                st.last_replenish = Some((now, info.consumed));
             }
         }
         // 3. Apply.
@@ -799,6 +801,15 @@ impl Runtime {
             .iter()
             .map(|b| (b.name.as_str(), (b.mode, b.interface.is_shared())))
             .collect();
+        let max_weight = self
+            .specs
+            .iter()
+            .filter_map(|b| match b.interface {
+                rtbox_model::Interface::Shared { weight } => Some(weight),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(1);
         let mut errors = Vec::new();
         let mut gone = Vec::new();
         for (tid, m) in self.members.iter_mut() {
@@ -808,7 +819,32 @@ impl Runtime {
                 .unwrap_or((Mode::Hard, true));
             let servers = self.sched.box_servers(&m.box_name);
             if shared || servers.is_empty() {
+                // Shared boxes run in what the reservations leave: their own policy, the box's
+                // CPUs, and a nice level from their weight (one nice step is ~1.25x weight).
                 m.charge_to = None;
+                let Some(b) = self.system.get(&m.box_name) else { continue };
+                let mut attr = m.snapshot.attr;
+                if let rtbox_model::Interface::Shared { weight } = b.spec.interface {
+                    if !attr.is_rt() && attr.policy != sched::SCHED_DEADLINE {
+                        attr.nice = shared_nice(weight, max_weight);
+                    }
+                }
+                let desired = Applied {
+                    attr,
+                    cpus: b.cpus.iter().collect(),
+                    frozen: false,
+                };
+                if m.applied.as_ref() != Some(&desired) {
+                    let fd = cgroup::freeze_dir(&self.layout, m.pid);
+                    match apply_one(*tid, m.applied.as_ref(), &desired, fd.as_deref()) {
+                        Ok(()) => m.applied = Some(desired),
+                        Err(e) if e.is_gone() => gone.push(*tid),
+                        Err(e) => {
+                            errors.push(format!("thread {tid}: {e}"));
+                            m.applied = Some(desired);
+                        }
+                    }
+                }
                 continue;
             }
             let placed = self.sched.placement(m.task);
@@ -949,6 +985,13 @@ pub struct ServerRow {
     pub throttles: u64,
     pub max_overrun: u64,
     pub members: Vec<i32>,
+}
+
+/// The nice level of a shared box: the heaviest box gets nice 0, a box with 1/1.25 of its
+/// weight nice 1, and so on (CFS weights grow by ~1.25 per nice step), capped at 19.
+pub fn shared_nice(weight: u32, max_weight: u32) -> i32 {
+    let ratio = f64::from(max_weight.max(1)) / f64::from(weight.max(1));
+    (ratio.ln() / 1.25f64.ln()).round().clamp(0.0, 19.0) as i32
 }
 
 /// Change one thread from `prev` to `want`, stopping first when stopping (fastest effect).

@@ -1,0 +1,332 @@
+//! Issue 5: the real daemon binary against real threads. Crash safety (kill -9 while hogs are
+//! throttled and boosted: everything back within 1 s), clean stop on SIGTERM, and a request
+//! fuzz (no crash, admission never violated, no member left in a deleted box). Needs root;
+//! otherwise each test prints why it skips.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rtbox_linux::cgroup::{self, ThreadCgroups};
+use rtbox_linux::sched::{self, SchedAttr};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip(name: &str) -> bool {
+    if rtbox_linux::is_root() {
+        return true;
+    }
+    eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
+    false
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hog() -> Proc {
+    Proc(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn hog"),
+    )
+}
+
+struct Env {
+    dir: PathBuf,
+    sock: PathBuf,
+    daemon: Option<Child>,
+}
+
+impl Env {
+    fn start(tag: &str) -> Env {
+        let dir = std::env::temp_dir().join(format!("rtbox-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let sock = dir.join("sock");
+        let daemon = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&sock)
+            .arg("--state")
+            .arg(dir.join("state.json"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start daemon");
+        let t0 = Instant::now();
+        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sock.exists(), "daemon socket did not appear");
+        Env {
+            dir,
+            sock,
+            daemon: Some(daemon),
+        }
+    }
+
+    fn rtbox(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+            .args(args)
+            .arg("--socket")
+            .arg(&self.sock)
+            .output()
+            .expect("run rtbox");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    fn raw(&self, line: &str) -> serde_json::Value {
+        rtbox_daemon_request(&self.sock, line)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+            let _ = d.wait();
+        }
+        // Give a watchdog time to finish, then remove the directory.
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rtbox_daemon_request(sock: &Path, line: &str) -> serde_json::Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(line.as_bytes()).unwrap();
+    s.write_all(b"\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut reply = String::new();
+    r.read_line(&mut reply).expect("reply");
+    serde_json::from_str(&reply).unwrap_or_else(|_| panic!("reply not JSON: {reply:?}"))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Orig {
+    attr: SchedAttr,
+    cpus: Vec<u32>,
+    cg: ThreadCgroups,
+}
+
+fn state(pid: i32) -> Orig {
+    Orig {
+        attr: sched::get_attr(pid).expect("attr"),
+        cpus: sched::get_affinity(pid).expect("affinity"),
+        cg: cgroup::thread_cgroups(pid).expect("cgroups"),
+    }
+}
+
+fn managed(pid: i32) -> bool {
+    let a = sched::get_attr(pid).unwrap();
+    let cg = cgroup::thread_cgroups(pid).unwrap();
+    a.is_rt() || cg.v2.as_deref().is_some_and(|p| p.contains("/rtbox/"))
+}
+
+/// Three hogs: one throttled (small budget), one boosted, one originally SCHED_FIFO 5 on CPU 1.
+fn setup(env: &Env) -> (Vec<Proc>, Vec<Orig>) {
+    let hogs = vec![hog(), hog(), hog()];
+    let pid = |i: usize| hogs[i].0.id() as i32;
+    sched::set_affinity(pid(2), &[1]).unwrap();
+    sched::set_attr(pid(2), &SchedAttr { flags: 0, ..SchedAttr::fifo(5) }).unwrap();
+    let orig: Vec<Orig> = (0..3).map(|i| state(pid(i))).collect();
+    assert_eq!(env.rtbox(&["box", "create", "T", "--budget", "5ms", "--period", "100ms", "--cpus", "0"]).0, 0);
+    assert_eq!(env.rtbox(&["box", "create", "B", "--budget", "50ms", "--period", "100ms", "--cpus", "1"]).0, 0);
+    assert_eq!(env.rtbox(&["attach", "T", "--pid", &pid(0).to_string()]).0, 0);
+    assert_eq!(env.rtbox(&["attach", "B", "--pid", &pid(1).to_string()]).0, 0);
+    assert_eq!(env.rtbox(&["attach", "B", "--pid", &pid(2).to_string()]).0, 0);
+    std::thread::sleep(Duration::from_millis(400));
+    for i in 0..3 {
+        assert!(managed(pid(i)), "hog {i} not under rtbox control: {:?}", state(pid(i)));
+    }
+    (hogs, orig)
+}
+
+fn wait_restored(hogs: &[Proc], orig: &[Orig], limit: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let now: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
+        if now == orig {
+            return t0.elapsed();
+        }
+        if t0.elapsed() > limit {
+            panic!("not restored after {limit:?}:\n now {now:#?}\n orig {orig:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Issue 5, acceptance 5: kill -9 of the daemon, everything restored within 1 s.
+#[test]
+fn kill_9_restores_every_thread_within_one_second() {
+    if !root_or_skip("kill_9_restores_every_thread_within_one_second") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut env = Env::start("kill9");
+    let (hogs, orig) = setup(&env);
+    let mut d = env.daemon.take().unwrap();
+    d.kill().unwrap(); // SIGKILL
+    let _ = d.wait();
+    let took = wait_restored(&hogs, &orig, Duration::from_secs(3));
+    eprintln!("kill -9: all 3 hogs restored after {:.1} ms", took.as_secs_f64() * 1e3);
+    assert!(took < Duration::from_secs(1), "restoration took {took:?}");
+    assert!(!env.dir.join("state.json").exists(), "journal left behind");
+}
+
+/// Issue 5: SIGTERM restores everything before the daemon exits; detach restores at once.
+#[test]
+fn sigterm_and_detach_restore() {
+    if !root_or_skip("sigterm_and_detach_restore") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut env = Env::start("term");
+    let (hogs, orig) = setup(&env);
+    let p0 = hogs[0].0.id().to_string();
+    assert_eq!(env.rtbox(&["detach", "--pid", &p0]).0, 0);
+    assert_eq!(state(hogs[0].0.id() as i32), orig[0], "detach did not restore");
+    // Deleting a box releases its members.
+    assert_eq!(env.rtbox(&["box", "delete", "B"]).0, 0);
+    assert_eq!(state(hogs[1].0.id() as i32), orig[1], "box delete did not restore");
+    assert_eq!(state(hogs[2].0.id() as i32), orig[2], "box delete did not restore");
+    let p1 = hogs[1].0.id().to_string();
+    assert_eq!(env.rtbox(&["attach", "T", "--pid", &p1]).0, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut d = env.daemon.take().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+    let st = d.wait().unwrap();
+    assert!(st.success(), "daemon exit {st:?}");
+    assert_eq!(state(hogs[1].0.id() as i32), orig[1], "SIGTERM did not restore");
+}
+
+/// Issue 5: refused and malformed requests change nothing; the CLI's exit codes.
+#[test]
+fn refusals_change_nothing() {
+    if !root_or_skip("refusals_change_nothing") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::start("refuse");
+    assert_eq!(env.rtbox(&["box", "create", "A", "--budget", "60ms", "--period", "100ms"]).0, 0);
+    let (code, msg) = env.rtbox(&["box", "create", "B", "--budget", "40ms", "--period", "100ms"]);
+    assert_eq!(code, 1, "{msg}");
+    assert!(msg.contains("refused"), "{msg}");
+    let (code, msg) = env.rtbox(&["box", "create", "C", "--budget", "4", "--period", "100ms"]);
+    assert_eq!(code, 2, "{msg}");
+    assert!(msg.contains("budget"), "{msg}");
+    for bad in ["{", "[]", r#"{"op":"create"}"#, r#"{"op":"attach","box":"A","pid":-1}"#, "\u{0}\u{1}"] {
+        let v = env.raw(bad);
+        assert_eq!(v["ok"], false, "{bad} -> {v}");
+    }
+    let v = env.raw(r#"{"op":"status"}"#);
+    let boxes: Vec<&str> = v["boxes"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(boxes, vec!["A"]);
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+/// Issue 5, acceptance 6 (short version): random create/set/attach/detach/delete requests, valid
+/// and invalid, with busy members: no crash, admission never violated, no thread left managed by
+/// a deleted box, everything restored at the end.
+#[test]
+fn request_fuzz_keeps_invariants() {
+    if !root_or_skip("request_fuzz_keeps_invariants") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n: usize = std::env::var("RTBOX_FUZZ_REQUESTS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let mut env = Env::start("fuzz");
+    let hogs = vec![hog(), hog(), hog()];
+    let orig: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
+    let pids: Vec<String> = hogs.iter().map(|h| h.0.id().to_string()).collect();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let names = ["a", "b", "c", "a/x", "", "bad name!"];
+    let durs = ["1ms", "5ms", "10ms", "30ms", "100ms", "0ms", "7", "-1ms", "1s"];
+    let (mut ok, mut refused) = (0, 0);
+    for i in 0..n {
+        let name = rng.pick(&names);
+        let line = match rng.next() % 7 {
+            0 | 1 => format!(
+                r#"{{"op":"{}","box":{{"name":"{name}","budget":"{}","period":"{}","cpus":"{}","mode":"{}","placement":"{}"}}}}"#,
+                rng.pick(&["create", "set"]),
+                rng.pick(&durs),
+                rng.pick(&durs),
+                rng.pick(&["0", "1", "0-1", "2", "x"]),
+                rng.pick(&["hard", "reclaim", "soft"]),
+                rng.pick(&["global", "pinned"])
+            ),
+            2 => format!(r#"{{"op":"delete","name":"{name}"}}"#),
+            3 => format!(
+                r#"{{"op":"attach","box":"{name}","pid":{}}}"#,
+                rng.pick(&[&pids[0], &pids[1], &pids[2], "1", "0", "999999999"])
+            ),
+            4 => format!(r#"{{"op":"detach","pid":{}}}"#, rng.pick(&[&pids[0], &pids[1], &pids[2], "7"])),
+            5 => format!(r#"{{"op":"create","box":{{"name":"{name}","weight":{}}}}}"#, rng.next() % 3),
+            _ => {
+                let mut s = String::from(r#"{"op":"set","box":{"name":"a","budget":"#);
+                s.truncate((rng.next() % 40) as usize);
+                s
+            }
+        };
+        let v = env.raw(&line);
+        if v["ok"] == true {
+            ok += 1;
+        } else {
+            refused += 1;
+        }
+        // Invariants after every request.
+        let st = env.raw(r#"{"op":"status"}"#);
+        assert_eq!(st["ok"], true, "daemon stopped answering after request {i}: {line}");
+        let mut per_cpu = [0f64; 2];
+        for s in st["servers"].as_array().unwrap() {
+            let c = s["cpu"].as_u64().unwrap() as usize;
+            if c < 2 && s["box"].as_str().is_some_and(|b| !b.is_empty()) {
+                per_cpu[c] += s["budget"].as_f64().unwrap() / s["period"].as_f64().unwrap();
+            }
+        }
+        for (c, u) in per_cpu.iter().enumerate() {
+            assert!(*u <= 0.95 + 1e-9, "CPU {c} reserved {u} after {line}");
+        }
+        let boxes: Vec<String> = st["boxes"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap().to_string()).collect();
+        for s in st["servers"].as_array().unwrap() {
+            let b = s["box"].as_str().unwrap();
+            assert!(b.is_empty() || boxes.iter().any(|x| x == b));
+        }
+    }
+    eprintln!("fuzz: {n} requests, {ok} accepted, {refused} refused");
+    assert!(ok > 0 && refused > 0);
+    // Deleting every box and stopping gives every hog back its original state.
+    let mut d = env.daemon.take().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+    assert!(d.wait().unwrap().success());
+    let now: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
+    assert_eq!(now, orig);
+}

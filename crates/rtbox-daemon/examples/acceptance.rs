@@ -1,0 +1,59 @@
+//! Prints the acceptance figures of issue 5 (items 1-4, 7 loop overhead) measured on this
+//! machine: `cargo run --release -p rtbox-daemon --example acceptance [SECONDS] [FILTER]`.
+//! Needs root; restores everything it touches.
+
+use rtbox_daemon::bench::{acceptance_cases, percentile, run_case};
+
+fn main() {
+    if !rtbox_linux::is_root() {
+        eprintln!("acceptance: needs root (real SCHED_FIFO threads, cgroups, perf); skipped");
+        std::process::exit(0);
+    }
+    let mut args = std::env::args().skip(1);
+    let secs: f64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10.0);
+    let filter = args.next().unwrap_or_default();
+    let state = std::env::temp_dir().join(format!("rtbox-acceptance-{}.json", std::process::id()));
+    println!("| case | box | expected CPU | measured CPU | error |");
+    println!("|---|---|---|---|---|");
+    let mut over = Vec::new();
+    for (case, expect) in acceptance_cases((secs * 1e9) as u64) {
+        if !case.name.contains(&filter) {
+            continue;
+        }
+        match run_case(&case, &state) {
+            Ok(o) => {
+                for ((b, got), want) in o.per_box.iter().zip(&expect.per_box) {
+                    println!(
+                        "| {} | {b} | {want:.3} | {got:.4} | {:+.4} |",
+                        case.name,
+                        got - want
+                    );
+                }
+                if !o.unmanaged.is_empty() {
+                    let u: Vec<String> = o.unmanaged.iter().map(|x| format!("{x:.3}")).collect();
+                    println!("| {} | unmanaged hogs | rest | {} | |", case.name, u.join(" / "));
+                }
+                println!("| {} | (enforcement loop CPU) | | {:.4} | |", case.name, o.loop_cpu);
+                for (b, cpu, v) in o.overruns {
+                    over.push((case.name.clone(), b, cpu, v));
+                }
+            }
+            Err(e) => println!("| {} | error: {e} | | | |", case.name),
+        }
+    }
+    println!();
+    println!("Budget overrun per throttled period (consumption beyond Q), microseconds:");
+    println!("| case | server | periods | p50 | p90 | p99 | max |");
+    println!("|---|---|---|---|---|---|---|");
+    for (c, b, cpu, v) in over {
+        let us = |p: f64| format!("{:.1}", percentile(&v, p) as f64 / 1000.0);
+        println!(
+            "| {c} | {b}@cpu{cpu} | {} | {} | {} | {} | {} |",
+            v.len(),
+            us(50.0),
+            us(90.0),
+            us(99.0),
+            us(100.0)
+        );
+    }
+}

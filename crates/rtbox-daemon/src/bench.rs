@@ -1,0 +1,341 @@
+//! Experiment harness for the acceptance figures of issue 5: runs a [`Runtime`] in this process
+//! (the calling thread becomes the enforcement loop at SCHED_FIFO [`LOOP_PRIO`]) against real
+//! CPU hogs, and measures what each hog got with the exact perf task clock.
+//!
+//! Used by `examples/acceptance.rs` (10 s cases, figures for docs/benchmarks-runtime.md) and by
+//! the short CI versions in `tests/acceptance.rs`. Everything is restored at the end of a case.
+
+use std::process::{Child, Command, Stdio};
+
+use rtbox_linux::perf::TaskClock;
+use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_model::{BoxSpec, Platform};
+
+use crate::runtime::{Runtime, RuntimeOptions, Target, LOOP_PRIO};
+
+/// An unmanaged hog's scheduling: none (SCHED_OTHER), or FIFO at a priority, optionally pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unmanaged {
+    pub fifo: Option<u32>,
+    pub cpu: Option<u32>,
+}
+
+/// One experiment.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub name: String,
+    pub cpus: u32,
+    pub boxes: Vec<BoxSpec>,
+    /// Hogs per box: (box name, count).
+    pub hogs: Vec<(String, usize)>,
+    pub unmanaged: Vec<Unmanaged>,
+    pub warmup_ns: u64,
+    pub measure_ns: u64,
+}
+
+/// What a case measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// CPUs received per box (sum over its hogs), in the order of `Case::hogs`.
+    pub per_box: Vec<(String, f64)>,
+    /// CPUs received by each unmanaged hog.
+    pub unmanaged: Vec<f64>,
+    /// Overrun per finished throttled period, per (box, cpu), ns.
+    pub overruns: Vec<(String, u32, Vec<u64>)>,
+    /// CPU time of the enforcement loop thread over the measurement, in CPUs.
+    pub loop_cpu: f64,
+}
+
+/// Why a case could not run.
+#[derive(Debug)]
+pub struct BenchError(pub String);
+
+impl std::fmt::Display for BenchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+struct Hog(Child);
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_hog() -> Result<Hog, BenchError> {
+    Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map(Hog)
+        .map_err(|e| BenchError(format!("spawn hog: {e}")))
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Run one case. The calling thread's scheduling is restored afterwards.
+pub fn run_case(case: &Case, state_file: &std::path::Path) -> Result<Outcome, BenchError> {
+    let me = sched::gettid();
+    let orig = sched::get_attr(me).map_err(|e| BenchError(e.to_string()))?;
+    let r = run_inner(case, state_file);
+    let _ = sched::set_attr(me, &orig);
+    r
+}
+
+fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, BenchError> {
+    let mut rt = Runtime::new(
+        Platform::with_cpus(case.cpus),
+        case.boxes.clone(),
+        RuntimeOptions {
+            state_file: state_file.to_path_buf(),
+            ..RuntimeOptions::default()
+        },
+    )
+    .map_err(|e| BenchError(e.to_string()))?;
+    let mut hogs: Vec<(usize, Hog, Option<TaskClock>)> = Vec::new();
+    for (i, (bx, n)) in case.hogs.iter().enumerate() {
+        for _ in 0..*n {
+            let h = spawn_hog()?;
+            let pid = h.0.id() as i32;
+            let clock = TaskClock::open(pid).ok();
+            rt.attach(bx, Target::Pid(pid))
+                .map_err(|e| BenchError(format!("attach {pid} to {bx}: {e}")))?;
+            hogs.push((i, h, clock));
+        }
+    }
+    let mut un: Vec<(Hog, Option<TaskClock>)> = Vec::new();
+    for u in &case.unmanaged {
+        let h = spawn_hog()?;
+        let pid = h.0.id() as i32;
+        if let Some(c) = u.cpu {
+            let _ = sched::set_affinity(pid, &[c]);
+        }
+        if let Some(p) = u.fifo {
+            let _ = sched::set_attr(pid, &SchedAttr::fifo(p));
+        }
+        un.push((h, TaskClock::open(pid).ok()));
+    }
+    let _ = sched::set_attr(0, &SchedAttr::fifo(LOOP_PRIO));
+    let start = rtbox_linux::monotonic_ns();
+    let read = |c: &Option<TaskClock>| c.as_ref().and_then(|c| c.read().ok()).unwrap_or(0);
+    let mut base: Option<(u64, Vec<u64>, Vec<u64>, u64)> = None;
+    let end = start + case.warmup_ns + case.measure_ns;
+    loop {
+        let now = rtbox_linux::monotonic_ns();
+        if base.is_none() && now >= start + case.warmup_ns {
+            base = Some((
+                now,
+                hogs.iter().map(|h| read(&h.2)).collect(),
+                un.iter().map(|h| read(&h.1)).collect(),
+                thread_cpu_ns(),
+            ));
+        }
+        if now >= end {
+            break;
+        }
+        let t = rt.now();
+        rt.step(t);
+        rt.log.clear();
+        let next = rt.to_monotonic(rt.next_wakeup(rt.now())).min(end);
+        rtbox_linux::sleep_until(next);
+    }
+    let now = rtbox_linux::monotonic_ns();
+    let loop_ns = thread_cpu_ns();
+    let _ = sched::set_attr(0, &SchedAttr::other(0));
+    let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
+    let wall = (now - t0) as f64;
+    let mut per_box: Vec<(String, f64)> =
+        case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
+    for (k, (i, _, c)) in hogs.iter().enumerate() {
+        per_box[*i].1 += read(c).saturating_sub(h0[k]) as f64 / wall;
+    }
+    let unmanaged = un
+        .iter()
+        .enumerate()
+        .map(|(k, (_, c))| read(c).saturating_sub(u0[k]) as f64 / wall)
+        .collect();
+    let mut overruns = Vec::new();
+    for b in &case.boxes {
+        for cpu in 0..case.cpus {
+            let o = rt.overruns(&b.name, cpu);
+            if !o.is_empty() {
+                overruns.push((b.name.clone(), cpu, o));
+            }
+        }
+    }
+    rt.shutdown();
+    drop(hogs);
+    drop(un);
+    Ok(Outcome {
+        per_box,
+        unmanaged,
+        overruns,
+        loop_cpu: (loop_ns - l0) as f64 / wall,
+    })
+}
+
+/// Percentile (0..=100) of a sample, nearest rank.
+pub fn percentile(v: &[u64], p: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let k = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
+    s[k.min(s.len() - 1)]
+}
+
+fn per_cpu(name: &str, q_ms: u64, p_ms: u64, cpus: &str) -> BoxSpec {
+    let mut b = BoxSpec::new(
+        name,
+        rtbox_model::Interface::PerCpu {
+            budget: q_ms * 1_000_000,
+            period: p_ms * 1_000_000,
+        },
+    );
+    b.cpus = Some(rtbox_model::CpuSet::parse(cpus).expect("cpu list"));
+    b
+}
+
+/// An expected share: what each box (in `Case::hogs` order) should receive, in CPUs.
+#[derive(Debug, Clone)]
+pub struct Expect {
+    pub per_box: Vec<f64>,
+}
+
+/// The cases of acceptance items 1, 2 and 4 of issue 5, measuring `measure_ns` each.
+pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
+    let case = |name: &str, boxes: Vec<BoxSpec>, hogs: Vec<(&str, usize)>, un: Vec<Unmanaged>| Case {
+        name: name.to_string(),
+        cpus: 2,
+        boxes,
+        hogs: hogs.into_iter().map(|(b, n)| (b.to_string(), n)).collect(),
+        unmanaged: un,
+        warmup_ns: 300_000_000,
+        measure_ns,
+    };
+    let mut v = Vec::new();
+    for (q, p) in [(20, 100), (40, 100), (2, 10)] {
+        v.push((
+            case(
+                &format!("1 hog, 1 CPU, {q}/{p} ms"),
+                vec![per_cpu("A", q, p, "0")],
+                vec![("A", 1)],
+                vec![],
+            ),
+            Expect {
+                per_box: vec![q as f64 / p as f64],
+            },
+        ));
+    }
+    v.push((
+        case("2 hogs, 2 CPUs, 30/100 ms", vec![per_cpu("A", 30, 100, "0-1")], vec![("A", 2)], vec![]),
+        Expect { per_box: vec![0.6] },
+    ));
+    v.push((
+        case("1 hog, 2 CPUs, 30/100 ms global", vec![per_cpu("A", 30, 100, "0-1")], vec![("A", 1)], vec![]),
+        Expect { per_box: vec![0.6] },
+    ));
+    let mut pinned = per_cpu("A", 30, 100, "0-1");
+    pinned.placement = rtbox_model::Placement::Pinned;
+    v.push((
+        case("1 hog, 2 CPUs, 30/100 ms pinned", vec![pinned], vec![("A", 1)], vec![]),
+        Expect { per_box: vec![0.3] },
+    ));
+    let under = |fifo: Option<u32>, cpu: u32| Unmanaged {
+        fifo,
+        cpu: Some(cpu),
+    };
+    v.push((
+        case(
+            "isolation: A 0.3/CPU, B 0.4/CPU, 2 hogs each, + 2 OTHER hogs + FIFO 10 hog per CPU",
+            vec![per_cpu("A", 30, 100, "0-1"), per_cpu("B", 40, 100, "0-1")],
+            vec![("A", 2), ("B", 2)],
+            vec![under(None, 0), under(None, 1), under(Some(10), 0), under(Some(10), 1)],
+        ),
+        Expect {
+            per_box: vec![0.6, 0.8],
+        },
+    ));
+    let parent = per_cpu("P", 60, 100, "0");
+    let mut c1 = per_cpu("P/c1", 10, 100, "0");
+    c1.parent = Some("P".into());
+    let mut c2 = per_cpu("P/c2", 20, 100, "0");
+    c2.parent = Some("P".into());
+    v.push((
+        case(
+            "nesting: P 60/100 with children c1 10/100, c2 20/100, one hog each",
+            vec![parent, c1, c2],
+            vec![("P/c1", 1), ("P/c2", 1), ("P", 1)],
+            vec![],
+        ),
+        Expect {
+            per_box: vec![0.1, 0.2, 0.3],
+        },
+    ));
+    let mut shared = BoxSpec::new("S", rtbox_model::Interface::Shared { weight: 1 });
+    shared.cpus = Some(rtbox_model::CpuSet::parse("0").expect("cpu list"));
+    v.push((
+        case(
+            "shares (seed 003 exp. 4.3): fixed 48/16/16 % + one shared box, 1 hog each, CPU 0",
+            vec![
+                per_cpu("F48", 48, 100, "0"),
+                per_cpu("F16a", 16, 100, "0"),
+                per_cpu("F16b", 16, 100, "0"),
+                shared,
+            ],
+            vec![("F48", 1), ("F16a", 1), ("F16b", 1), ("S", 1)],
+            vec![],
+        ),
+        Expect {
+            per_box: vec![0.48, 0.16, 0.16, 0.2],
+        },
+    ));
+    for (q_us, p_us) in [(2000, 10_000), (200, 1000)] {
+        let boxes: Vec<BoxSpec> = (0..4)
+            .map(|i| {
+                let mut b = BoxSpec::new(
+                    format!("O{i}"),
+                    rtbox_model::Interface::PerCpu {
+                        budget: q_us * 1000,
+                        period: p_us * 1000,
+                    },
+                );
+                b.cpus = Some(rtbox_model::CpuSet::parse("0-1").expect("cpu list"));
+                b
+            })
+            .collect();
+        v.push((
+            case(
+                &format!("overhead: 4 boxes, {q_us}/{p_us} us on 2 CPUs, 1 hog each"),
+                boxes,
+                vec![("O0", 1), ("O1", 1), ("O2", 1), ("O3", 1)],
+                vec![],
+            ),
+            Expect {
+                per_box: vec![0.4; 4],
+            },
+        ));
+    }
+    let mut reclaim = per_cpu("A", 20, 100, "0");
+    reclaim.mode = rtbox_model::Mode::Reclaim;
+    v.push((
+        case("reclaim: 1 hog, 1 CPU, 20/100 ms", vec![reclaim], vec![("A", 1)], vec![]),
+        Expect { per_box: vec![1.0] },
+    ));
+    v
+}
