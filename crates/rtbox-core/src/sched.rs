@@ -103,6 +103,9 @@ pub struct Scheduler {
     /// `next_timer` must be recomputed.
     timer_stale: bool,
     next_timer: Option<Nanos>,
+    /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
+    /// which refreshes it.
+    next_replenish: Option<Nanos>,
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
@@ -192,6 +195,7 @@ impl Scheduler {
             timers_due: false,
             timer_stale: true,
             next_timer: None,
+            next_replenish: None,
             events: VecDeque::new(),
             scratch: Vec::new(),
             scratch_servers: Vec::new(),
@@ -459,6 +463,7 @@ impl Scheduler {
     }
 
     fn fire_timers(&mut self, now: Nanos) {
+        let mut next_replenish: Option<Nanos> = None;
         for i in 0..self.servers.len() {
             let s = &mut self.servers[i];
             if s.throttled && s.replenish_at <= now {
@@ -493,16 +498,28 @@ impl Scheduler {
                     }
                 }
             }
+            if s.throttled {
+                let r = s.replenish_at;
+                next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+            }
         }
+        self.next_replenish = next_replenish;
     }
 
     fn compute_next_timer(&self) -> Option<Nanos> {
         let mut next: Option<Nanos> = None;
         let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
-        for s in &self.servers {
-            if s.throttled {
-                take(s.replenish_at);
-            }
+        debug_assert_eq!(
+            self.next_replenish,
+            self.servers
+                .iter()
+                .filter(|s| s.throttled)
+                .map(|s| s.replenish_at)
+                .min(),
+            "cached next replenishment is stale"
+        );
+        if let Some(r) = self.next_replenish {
+            take(r);
         }
         for c in &self.cpus {
             if let Some(r) = c.running {

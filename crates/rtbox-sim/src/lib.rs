@@ -642,6 +642,10 @@ impl<'a> Sim<'a> {
     }
 
     fn close_segment(&mut self, c: usize, t: usize, s: Option<usize>) {
+        // Without a trace nothing is recorded: skip the name clones.
+        if self.trace.is_none() {
+            return;
+        }
         let start = self.since[c];
         if start >= self.opts.trace_until || start == self.now {
             return;
