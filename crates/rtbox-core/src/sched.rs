@@ -110,6 +110,7 @@ pub struct Scheduler {
     scratch: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
+    scratch_trimmed: Vec<ServerId>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -200,6 +201,7 @@ impl Scheduler {
             scratch: Vec::new(),
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
+            scratch_trimmed: Vec::new(),
         })
     }
 
@@ -718,29 +720,41 @@ impl Scheduler {
             }
         }
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
+        // Each round trims every box against the winners of the previous round; only the CPUs
+        // whose winner was trimmed need a new EDF pick (trimming removes winners only).
+        for b in 0..self.boxes.len() {
+            self.boxes[b].won.clear();
+        }
+        for c in 0..self.cpus.len() {
+            let w = self.edf_winner(c);
+            self.cpus[c].winner = w;
+            self.note_winner(w);
+        }
+        let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
         loop {
-            for b in 0..self.boxes.len() {
-                self.boxes[b].won.clear();
-            }
-            for c in 0..self.cpus.len() {
-                let w = self.edf_winner(c);
-                self.cpus[c].winner = w;
-                if let Some(s) = w {
-                    if let Owner::Box(b) = self.servers[s.index()].owner {
-                        self.boxes[b].won.push(s);
-                    }
-                }
-            }
-            let mut changed = false;
+            trimmed.clear();
             for b in 0..self.boxes.len() {
                 if self.boxes[b].placement == Placement::Global && !self.boxes[b].ready.is_empty() {
-                    changed |= self.trim_surplus(b);
+                    self.trim_surplus(b, &mut trimmed);
                 }
             }
-            if !changed {
+            if trimmed.is_empty() {
                 break;
             }
+            for &s in &trimmed {
+                if let Owner::Box(b) = self.servers[s.index()].owner {
+                    self.boxes[b].won.retain(|&x| x != s);
+                }
+            }
+            for &s in &trimmed {
+                let c = self.servers[s.index()].cpu_idx;
+                debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
+                let w = self.edf_winner(c);
+                self.cpus[c].winner = w;
+                self.note_winner(w);
+            }
         }
+        self.scratch_trimmed = trimmed;
         // 3. Place global members on winning vCPUs.
         for b in 0..self.boxes.len() {
             if self.boxes[b].placement == Placement::Global {
@@ -838,13 +852,22 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
+    /// Adds an EDF winner to its box's list of won vCPUs.
+    fn note_winner(&mut self, w: Option<ServerId>) {
+        if let Some(s) = w {
+            if let Owner::Box(b) = self.servers[s.index()].owner {
+                self.boxes[b].won.push(s);
+            }
+        }
+    }
+
     /// A global box with fewer ready members than winning vCPUs idles the surplus vCPUs (they
     /// leave EDF so other servers can use the CPU). Keeps the vCPUs its members already sit on,
-    /// then the earliest deadlines. Returns whether anything changed.
-    fn trim_surplus(&mut self, b: usize) -> bool {
+    /// then the earliest deadlines. Appends the idled vCPUs to `trimmed`.
+    fn trim_surplus(&mut self, b: usize, trimmed: &mut Vec<ServerId>) {
         let k = self.boxes[b].ready.len();
         if self.boxes[b].won.len() <= k {
-            return false;
+            return;
         }
         let mut won = std::mem::take(&mut self.scratch_servers);
         won.clear();
@@ -857,8 +880,8 @@ impl Scheduler {
         for &s in &won[k..] {
             self.servers[s.index()].excluded = true;
         }
+        trimmed.extend_from_slice(&won[k..]);
         self.scratch_servers = won;
-        true
     }
 
     /// The box's most urgent ready members take its winning vCPUs; a member keeps its vCPU if
