@@ -698,9 +698,9 @@ impl Scheduler {
     /// Recomputes every CPU's decision at `now`.
     fn decide(&mut self, now: Nanos) {
         // 1. Which servers have work; tentative wake-up rule for those that were idle.
-        for i in 0..self.servers.len() {
-            let has_work = self.server_has_work(i);
-            let s = &mut self.servers[i];
+        let (boxes, tasks) = (&self.boxes, &self.tasks);
+        for s in self.servers.iter_mut() {
+            let has_work = server_has_work(s, boxes, tasks);
             s.has_work = has_work;
             s.excluded = false;
             s.eligible = has_work && !s.throttled;
@@ -780,8 +780,7 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        for i in 0..self.servers.len() {
-            let s = &mut self.servers[i];
+        for s in self.servers.iter_mut() {
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
             if active && !s.backlogged {
@@ -825,17 +824,6 @@ impl Scheduler {
             }
         }
         self.scratch_running = new_running;
-    }
-
-    fn server_has_work(&self, i: usize) -> bool {
-        let s = &self.servers[i];
-        match s.owner {
-            Owner::Task(t) => self.tasks[t.index()].ready,
-            Owner::Box(b) => match self.boxes[b].placement {
-                Placement::Global => !self.boxes[b].ready.is_empty(),
-                Placement::Pinned => s.members.iter().any(|t| self.tasks[t.index()].ready),
-            },
-        }
     }
 
     fn edf_winner(&self, c: usize) -> Option<ServerId> {
@@ -1017,6 +1005,18 @@ impl Scheduler {
             }
         }
         self.scratch = cand;
+    }
+}
+
+/// A server has work when its dedicated task is ready, a pinned member is ready, or (global box)
+/// any member of its box is ready.
+fn server_has_work(s: &Srv, boxes: &[Bx], tasks: &[Tk]) -> bool {
+    match s.owner {
+        Owner::Task(t) => tasks[t.index()].ready,
+        Owner::Box(b) => match boxes[b].placement {
+            Placement::Global => !boxes[b].ready.is_empty(),
+            Placement::Pinned => s.members.iter().any(|t| tasks[t.index()].ready),
+        },
     }
 }
 
