@@ -876,6 +876,14 @@ impl Scheduler {
     /// that still runs (G-FP invariant of seed 002 section 3.3; migration away from a throttled or
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
+        // No vCPU won: every ready member waits unplaced (and with none ready, nothing to do).
+        if self.boxes[b].won.is_empty() {
+            let (boxes, tasks) = (&self.boxes, &mut self.tasks);
+            for &t in &boxes[b].ready {
+                tasks[t.index()].placed = None;
+            }
+            return;
+        }
         let mut free = std::mem::take(&mut self.scratch_servers);
         free.clear();
         free.extend_from_slice(&self.boxes[b].won);
