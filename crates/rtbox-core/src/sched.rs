@@ -884,26 +884,37 @@ impl Scheduler {
             }
             return;
         }
-        let mut free = std::mem::take(&mut self.scratch_servers);
+        let bx = &self.boxes[b];
+        let tasks = &mut self.tasks;
+        let free = &mut self.scratch_servers;
         free.clear();
-        free.extend_from_slice(&self.boxes[b].won);
-        let m = free.len();
-        let ready = std::mem::take(&mut self.boxes[b].ready);
-        let top = m.min(ready.len());
-        let mut pending = std::mem::take(&mut self.scratch);
+        free.extend_from_slice(&bx.won);
+        let top = free.len().min(bx.ready.len());
+        let pending = &mut self.scratch;
         pending.clear();
-        for &t in &ready[..top] {
-            match self.tasks[t.index()].placed {
-                Some(s) if free.contains(&s) => free.retain(|&x| x != s),
-                _ => pending.push(t),
+        for &t in &bx.ready[..top] {
+            // A member keeps a vCPU it already sits on if that vCPU still won.
+            match tasks[t.index()]
+                .placed
+                .and_then(|s| free.iter().position(|&x| x == s))
+            {
+                Some(i) => {
+                    free.swap_remove(i);
+                }
+                None => pending.push(t),
             }
         }
-        free.sort_by_key(|&s| self.servers[s.index()].cpu_idx);
-        for &t in &ready[top..] {
-            self.tasks[t.index()].placed = None;
+        for &t in &bx.ready[top..] {
+            tasks[t.index()].placed = None;
         }
+        if pending.is_empty() {
+            return;
+        }
+        // Won vCPUs sit on distinct CPUs (one EDF winner per CPU): CPU order is total.
+        let servers = &self.servers;
+        free.sort_by_key(|&s| servers[s.index()].cpu_idx);
         for (&t, &s) in pending.iter().zip(free.iter()) {
-            let tk = &mut self.tasks[t.index()];
+            let tk = &mut tasks[t.index()];
             if let Some(from) = tk.last_placed.filter(|&f| f != s) {
                 if self.opts.record_events {
                     self.events.push_back(Event::Migrated {
@@ -917,9 +928,6 @@ impl Scheduler {
             tk.placed = Some(s);
             tk.last_placed = Some(s);
         }
-        self.scratch = pending;
-        self.scratch_servers = free;
-        self.boxes[b].ready = ready;
     }
 
     /// The member that runs if server `s` runs.
