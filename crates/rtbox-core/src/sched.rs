@@ -111,6 +111,7 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
+    scratch_keyed: Vec<(bool, Nanos, ServerId)>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -202,6 +203,7 @@ impl Scheduler {
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
             scratch_trimmed: Vec::new(),
+            scratch_keyed: Vec::new(),
         })
     }
 
@@ -857,19 +859,20 @@ impl Scheduler {
         if self.boxes[b].won.len() <= k {
             return;
         }
-        let mut won = std::mem::take(&mut self.scratch_servers);
-        won.clear();
-        won.extend_from_slice(&self.boxes[b].won);
+        // Sort keys computed once per vCPU: (hosts none of the top k members, deadline, id).
+        let mut keyed = std::mem::take(&mut self.scratch_keyed);
+        keyed.clear();
         let top: &[TaskId] = &self.boxes[b].ready[..k];
-        won.sort_by_key(|&s| {
+        keyed.extend(self.boxes[b].won.iter().map(|&s| {
             let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
             (!hosts, self.servers[s.index()].tent.deadline, s)
-        });
-        for &s in &won[k..] {
+        }));
+        keyed.sort_unstable();
+        for &(_, _, s) in &keyed[k..] {
             self.servers[s.index()].excluded = true;
+            trimmed.push(s);
         }
-        trimmed.extend_from_slice(&won[k..]);
-        self.scratch_servers = won;
+        self.scratch_keyed = keyed;
     }
 
     /// The box's most urgent ready members take its winning vCPUs; a member keeps its vCPU if
