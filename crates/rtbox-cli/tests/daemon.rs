@@ -81,8 +81,7 @@ impl Env {
             .expect("run rtbox");
         (
             out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).to_string()
-                + &String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
         )
     }
 
@@ -142,44 +141,16 @@ fn setup(env: &Env) -> (Vec<Proc>, Vec<Orig>) {
     let hogs = vec![hog(), hog(), hog()];
     let pid = |i: usize| hogs[i].0.id() as i32;
     sched::set_affinity(pid(2), &[1]).unwrap();
-    sched::set_attr(
-        pid(2),
-        &SchedAttr {
-            flags: 0,
-            ..SchedAttr::fifo(5)
-        },
-    )
-    .unwrap();
+    sched::set_attr(pid(2), &SchedAttr { flags: 0, ..SchedAttr::fifo(5) }).unwrap();
     let orig: Vec<Orig> = (0..3).map(|i| state(pid(i))).collect();
-    assert_eq!(
-        env.rtbox(&["box", "create", "T", "--budget", "5ms", "--period", "100ms", "--cpus", "0"])
-            .0,
-        0
-    );
-    assert_eq!(
-        env.rtbox(&["box", "create", "B", "--budget", "50ms", "--period", "100ms", "--cpus", "1"])
-            .0,
-        0
-    );
-    assert_eq!(
-        env.rtbox(&["attach", "T", "--pid", &pid(0).to_string()]).0,
-        0
-    );
-    assert_eq!(
-        env.rtbox(&["attach", "B", "--pid", &pid(1).to_string()]).0,
-        0
-    );
-    assert_eq!(
-        env.rtbox(&["attach", "B", "--pid", &pid(2).to_string()]).0,
-        0
-    );
+    assert_eq!(env.rtbox(&["box", "create", "T", "--budget", "5ms", "--period", "100ms", "--cpus", "0"]).0, 0);
+    assert_eq!(env.rtbox(&["box", "create", "B", "--budget", "50ms", "--period", "100ms", "--cpus", "1"]).0, 0);
+    assert_eq!(env.rtbox(&["attach", "T", "--pid", &pid(0).to_string()]).0, 0);
+    assert_eq!(env.rtbox(&["attach", "B", "--pid", &pid(1).to_string()]).0, 0);
+    assert_eq!(env.rtbox(&["attach", "B", "--pid", &pid(2).to_string()]).0, 0);
     std::thread::sleep(Duration::from_millis(400));
     for i in 0..3 {
-        assert!(
-            managed(pid(i)),
-            "hog {i} not under rtbox control: {:?}",
-            state(pid(i))
-        );
+        assert!(managed(pid(i)), "hog {i} not under rtbox control: {:?}", state(pid(i)));
     }
     (hogs, orig)
 }
@@ -211,10 +182,7 @@ fn kill_9_restores_every_thread_within_one_second() {
     d.kill().unwrap(); // SIGKILL
     let _ = d.wait();
     let took = wait_restored(&hogs, &orig, Duration::from_secs(3));
-    eprintln!(
-        "kill -9: all 3 hogs restored after {:.1} ms",
-        took.as_secs_f64() * 1e3
-    );
+    eprintln!("kill -9: all 3 hogs restored after {:.1} ms", took.as_secs_f64() * 1e3);
     assert!(took < Duration::from_secs(1), "restoration took {took:?}");
     assert!(!env.dir.join("state.json").exists(), "journal left behind");
 }
@@ -230,23 +198,11 @@ fn sigterm_and_detach_restore() {
     let (hogs, orig) = setup(&env);
     let p0 = hogs[0].0.id().to_string();
     assert_eq!(env.rtbox(&["detach", "--pid", &p0]).0, 0);
-    assert_eq!(
-        state(hogs[0].0.id() as i32),
-        orig[0],
-        "detach did not restore"
-    );
+    assert_eq!(state(hogs[0].0.id() as i32), orig[0], "detach did not restore");
     // Deleting a box releases its members.
     assert_eq!(env.rtbox(&["box", "delete", "B"]).0, 0);
-    assert_eq!(
-        state(hogs[1].0.id() as i32),
-        orig[1],
-        "box delete did not restore"
-    );
-    assert_eq!(
-        state(hogs[2].0.id() as i32),
-        orig[2],
-        "box delete did not restore"
-    );
+    assert_eq!(state(hogs[1].0.id() as i32), orig[1], "box delete did not restore");
+    assert_eq!(state(hogs[2].0.id() as i32), orig[2], "box delete did not restore");
     let p1 = hogs[1].0.id().to_string();
     assert_eq!(env.rtbox(&["attach", "T", "--pid", &p1]).0, 0);
     std::thread::sleep(Duration::from_millis(100));
@@ -255,11 +211,7 @@ fn sigterm_and_detach_restore() {
     unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
     let st = d.wait().unwrap();
     assert!(st.success(), "daemon exit {st:?}");
-    assert_eq!(
-        state(hogs[1].0.id() as i32),
-        orig[1],
-        "SIGTERM did not restore"
-    );
+    assert_eq!(state(hogs[1].0.id() as i32), orig[1], "SIGTERM did not restore");
 }
 
 /// Issue 5: refused and malformed requests change nothing; the CLI's exit codes.
@@ -270,36 +222,19 @@ fn refusals_change_nothing() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::start("refuse");
-    assert_eq!(
-        env.rtbox(&["box", "create", "A", "--budget", "60ms", "--period", "100ms"])
-            .0,
-        0
-    );
-    let (code, msg) = env.rtbox(&[
-        "box", "create", "B", "--budget", "40ms", "--period", "100ms",
-    ]);
+    assert_eq!(env.rtbox(&["box", "create", "A", "--budget", "60ms", "--period", "100ms"]).0, 0);
+    let (code, msg) = env.rtbox(&["box", "create", "B", "--budget", "40ms", "--period", "100ms"]);
     assert_eq!(code, 1, "{msg}");
     assert!(msg.contains("refused"), "{msg}");
     let (code, msg) = env.rtbox(&["box", "create", "C", "--budget", "4", "--period", "100ms"]);
     assert_eq!(code, 2, "{msg}");
     assert!(msg.contains("budget"), "{msg}");
-    for bad in [
-        "{",
-        "[]",
-        r#"{"op":"create"}"#,
-        r#"{"op":"attach","box":"A","pid":-1}"#,
-        "\u{0}\u{1}",
-    ] {
+    for bad in ["{", "[]", r#"{"op":"create"}"#, r#"{"op":"attach","box":"A","pid":-1}"#, "\u{0}\u{1}"] {
         let v = env.raw(bad);
         assert_eq!(v["ok"], false, "{bad} -> {v}");
     }
     let v = env.raw(r#"{"op":"status"}"#);
-    let boxes: Vec<&str> = v["boxes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["name"].as_str().unwrap())
-        .collect();
+    let boxes: Vec<&str> = v["boxes"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
     assert_eq!(boxes, vec!["A"]);
 }
 
@@ -326,19 +261,14 @@ fn request_fuzz_keeps_invariants() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let n: usize = std::env::var("RTBOX_FUZZ_REQUESTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
+    let n: usize = std::env::var("RTBOX_FUZZ_REQUESTS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
     let mut env = Env::start("fuzz");
     let hogs = vec![hog(), hog(), hog()];
     let orig: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
     let pids: Vec<String> = hogs.iter().map(|h| h.0.id().to_string()).collect();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let names = ["a", "b", "c", "a/x", "", "bad name!"];
-    let durs = [
-        "1ms", "5ms", "10ms", "30ms", "100ms", "0ms", "7", "-1ms", "1s",
-    ];
+    let durs = ["1ms", "5ms", "10ms", "30ms", "100ms", "0ms", "7", "-1ms", "1s"];
     let (mut ok, mut refused) = (0, 0);
     for i in 0..n {
         let name = rng.pick(&names);
@@ -357,14 +287,8 @@ fn request_fuzz_keeps_invariants() {
                 r#"{{"op":"attach","box":"{name}","pid":{}}}"#,
                 rng.pick(&[&pids[0], &pids[1], &pids[2], "1", "0", "999999999"])
             ),
-            4 => format!(
-                r#"{{"op":"detach","pid":{}}}"#,
-                rng.pick(&[&pids[0], &pids[1], &pids[2], "7"])
-            ),
-            5 => format!(
-                r#"{{"op":"create","box":{{"name":"{name}","weight":{}}}}}"#,
-                rng.next() % 3
-            ),
+            4 => format!(r#"{{"op":"detach","pid":{}}}"#, rng.pick(&[&pids[0], &pids[1], &pids[2], "7"])),
+            5 => format!(r#"{{"op":"create","box":{{"name":"{name}","weight":{}}}}}"#, rng.next() % 3),
             _ => {
                 let mut s = String::from(r#"{"op":"set","box":{"name":"a","budget":"#);
                 s.truncate((rng.next() % 40) as usize);
@@ -379,10 +303,7 @@ fn request_fuzz_keeps_invariants() {
         }
         // Invariants after every request.
         let st = env.raw(r#"{"op":"status"}"#);
-        assert_eq!(
-            st["ok"], true,
-            "daemon stopped answering after request {i}: {line}"
-        );
+        assert_eq!(st["ok"], true, "daemon stopped answering after request {i}: {line}");
         let mut per_cpu = [0f64; 2];
         for s in st["servers"].as_array().unwrap() {
             let c = s["cpu"].as_u64().unwrap() as usize;
@@ -393,12 +314,7 @@ fn request_fuzz_keeps_invariants() {
         for (c, u) in per_cpu.iter().enumerate() {
             assert!(*u <= 0.95 + 1e-9, "CPU {c} reserved {u} after {line}");
         }
-        let boxes: Vec<String> = st["boxes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["name"].as_str().unwrap().to_string())
-            .collect();
+        let boxes: Vec<String> = st["boxes"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap().to_string()).collect();
         for s in st["servers"].as_array().unwrap() {
             let b = s["box"].as_str().unwrap();
             assert!(b.is_empty() || boxes.iter().any(|x| x == b));

@@ -31,16 +31,9 @@ fn main() {
                 }
                 if !o.unmanaged.is_empty() {
                     let u: Vec<String> = o.unmanaged.iter().map(|x| format!("{x:.3}")).collect();
-                    println!(
-                        "| {} | unmanaged hogs | rest | {} | |",
-                        case.name,
-                        u.join(" / ")
-                    );
+                    println!("| {} | unmanaged hogs | rest | {} | |", case.name, u.join(" / "));
                 }
-                println!(
-                    "| {} | (enforcement loop CPU) | | {:.4} | |",
-                    case.name, o.loop_cpu
-                );
+                println!("| {} | (enforcement loop CPU) | | {:.4} | |", case.name, o.loop_cpu);
                 for (b, cpu, v) in o.overruns {
                     over.push((case.name.clone(), b, cpu, v));
                 }

@@ -158,7 +158,8 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     let _ = sched::set_attr(0, &SchedAttr::other(0));
     let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
     let wall = (now - t0) as f64;
-    let mut per_box: Vec<(String, f64)> = case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
+    let mut per_box: Vec<(String, f64)> =
+        case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
     for (k, (i, _, c)) in hogs.iter().enumerate() {
         per_box[*i].1 += read(c).saturating_sub(h0[k]) as f64 / wall;
     }
@@ -218,16 +219,15 @@ pub struct Expect {
 
 /// The cases of acceptance items 1, 2 and 4 of issue 5, measuring `measure_ns` each.
 pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
-    let case =
-        |name: &str, boxes: Vec<BoxSpec>, hogs: Vec<(&str, usize)>, un: Vec<Unmanaged>| Case {
-            name: name.to_string(),
-            cpus: 2,
-            boxes,
-            hogs: hogs.into_iter().map(|(b, n)| (b.to_string(), n)).collect(),
-            unmanaged: un,
-            warmup_ns: 300_000_000,
-            measure_ns,
-        };
+    let case = |name: &str, boxes: Vec<BoxSpec>, hogs: Vec<(&str, usize)>, un: Vec<Unmanaged>| Case {
+        name: name.to_string(),
+        cpus: 2,
+        boxes,
+        hogs: hogs.into_iter().map(|(b, n)| (b.to_string(), n)).collect(),
+        unmanaged: un,
+        warmup_ns: 300_000_000,
+        measure_ns,
+    };
     let mut v = Vec::new();
     for (q, p) in [(20, 100), (40, 100), (2, 10)] {
         v.push((
@@ -243,32 +243,17 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
         ));
     }
     v.push((
-        case(
-            "2 hogs, 2 CPUs, 30/100 ms",
-            vec![per_cpu("A", 30, 100, "0-1")],
-            vec![("A", 2)],
-            vec![],
-        ),
+        case("2 hogs, 2 CPUs, 30/100 ms", vec![per_cpu("A", 30, 100, "0-1")], vec![("A", 2)], vec![]),
         Expect { per_box: vec![0.6] },
     ));
     v.push((
-        case(
-            "1 hog, 2 CPUs, 30/100 ms global",
-            vec![per_cpu("A", 30, 100, "0-1")],
-            vec![("A", 1)],
-            vec![],
-        ),
+        case("1 hog, 2 CPUs, 30/100 ms global", vec![per_cpu("A", 30, 100, "0-1")], vec![("A", 1)], vec![]),
         Expect { per_box: vec![0.6] },
     ));
     let mut pinned = per_cpu("A", 30, 100, "0-1");
     pinned.placement = rtbox_model::Placement::Pinned;
     v.push((
-        case(
-            "1 hog, 2 CPUs, 30/100 ms pinned",
-            vec![pinned],
-            vec![("A", 1)],
-            vec![],
-        ),
+        case("1 hog, 2 CPUs, 30/100 ms pinned", vec![pinned], vec![("A", 1)], vec![]),
         Expect { per_box: vec![0.3] },
     ));
     let under = |fifo: Option<u32>, cpu: u32| Unmanaged {
@@ -280,12 +265,7 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
             "isolation: A 0.3/CPU, B 0.4/CPU, 2 hogs each, + 2 OTHER hogs + FIFO 10 hog per CPU",
             vec![per_cpu("A", 30, 100, "0-1"), per_cpu("B", 40, 100, "0-1")],
             vec![("A", 2), ("B", 2)],
-            vec![
-                under(None, 0),
-                under(None, 1),
-                under(Some(10), 0),
-                under(Some(10), 1),
-            ],
+            vec![under(None, 0), under(None, 1), under(Some(10), 0), under(Some(10), 1)],
         ),
         Expect {
             per_box: vec![0.6, 0.8],
@@ -354,12 +334,7 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
     let mut reclaim = per_cpu("A", 20, 100, "0");
     reclaim.mode = rtbox_model::Mode::Reclaim;
     v.push((
-        case(
-            "reclaim: 1 hog, 1 CPU, 20/100 ms",
-            vec![reclaim],
-            vec![("A", 1)],
-            vec![],
-        ),
+        case("reclaim: 1 hog, 1 CPU, 20/100 ms", vec![reclaim], vec![("A", 1)], vec![]),
         Expect { per_box: vec![1.0] },
     ));
     v

@@ -822,9 +822,7 @@ impl Runtime {
                 // Shared boxes run in what the reservations leave: their own policy, the box's
                 // CPUs, and a nice level from their weight (one nice step is ~1.25x weight).
                 m.charge_to = None;
-                let Some(b) = self.system.get(&m.box_name) else {
-                    continue;
-                };
+                let Some(b) = self.system.get(&m.box_name) else { continue };
                 let mut attr = m.snapshot.attr;
                 if let rtbox_model::Interface::Shared { weight } = b.spec.interface {
                     if !attr.is_rt() && attr.policy != sched::SCHED_DEADLINE {

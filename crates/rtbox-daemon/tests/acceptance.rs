@@ -33,12 +33,7 @@ fn hogs_get_their_reservation() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cases = acceptance_cases(1_500_000_000);
-    for want in [
-        "1 hog, 1 CPU, 20/100 ms",
-        "1 hog, 1 CPU, 2/10 ms",
-        "1 hog, 2 CPUs, 30/100 ms global",
-        "1 hog, 2 CPUs, 30/100 ms pinned",
-    ] {
+    for want in ["1 hog, 1 CPU, 20/100 ms", "1 hog, 1 CPU, 2/10 ms", "1 hog, 2 CPUs, 30/100 ms global", "1 hog, 2 CPUs, 30/100 ms pinned"] {
         let (case, expect) = cases.iter().find(|(c, _)| c.name == want).expect("case");
         let o = run_case(case, &state_file("hog")).expect("run");
         let got = o.per_box[0].1;
@@ -48,11 +43,7 @@ fn hogs_get_their_reservation() {
         assert!((got - expect.per_box[0]).abs() < 0.05, "{want}: got {got}");
         for (b, cpu, v) in &o.overruns {
             let p50 = percentile(v, 50.0);
-            eprintln!(
-                "  overrun {b}@{cpu}: p50 {p50} ns, max {} ns over {} periods",
-                percentile(v, 100.0),
-                v.len()
-            );
+            eprintln!("  overrun {b}@{cpu}: p50 {p50} ns, max {} ns over {} periods", percentile(v, 100.0), v.len());
             // The stop takes microseconds; half the periods must end within 1 ms past Q.
             assert!(p50 < 1_000_000, "median overrun {p50} ns");
         }
@@ -66,20 +57,11 @@ fn new_children_join_the_box() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let spec = BoxSpec::new(
-        "A",
-        Interface::PerCpu {
-            budget: 50_000_000,
-            period: 100_000_000,
-        },
-    );
+    let spec = BoxSpec::new("A", Interface::PerCpu { budget: 50_000_000, period: 100_000_000 });
     let mut rt = Runtime::new(
         Platform::with_cpus(2),
         vec![spec],
-        RuntimeOptions {
-            state_file: state_file("join"),
-            ..RuntimeOptions::default()
-        },
+        RuntimeOptions { state_file: state_file("join"), ..RuntimeOptions::default() },
     )
     .expect("runtime");
     // A parent that waits for a line on stdin, then forks a sleeping child.
@@ -106,10 +88,7 @@ fn new_children_join_the_box() {
     let _ = parent.kill();
     let _ = parent.wait();
     let took = joined.expect("child never joined");
-    eprintln!(
-        "child joined after {:.2} ms (includes fork+exec of sleep)",
-        took.as_secs_f64() * 1e3
-    );
+    eprintln!("child joined after {:.2} ms (includes fork+exec of sleep)", took.as_secs_f64() * 1e3);
     assert!(took < Duration::from_millis(500));
     // The parent exited: it leaves at the next scan.
     std::thread::sleep(Duration::from_millis(10));
@@ -118,9 +97,6 @@ fn new_children_join_the_box() {
         rt.step(now);
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert!(
-        !rt.member_tids("A").contains(&ppid),
-        "exited parent still a member"
-    );
+    assert!(!rt.member_tids("A").contains(&ppid), "exited parent still a member");
     rt.shutdown();
 }
