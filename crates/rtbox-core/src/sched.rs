@@ -103,10 +103,15 @@ pub struct Scheduler {
     /// `next_timer` must be recomputed.
     timer_stale: bool,
     next_timer: Option<Nanos>,
+    /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
+    /// which refreshes it.
+    next_replenish: Option<Nanos>,
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
+    scratch_trimmed: Vec<ServerId>,
+    scratch_keyed: Vec<(bool, Nanos, ServerId)>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -192,10 +197,13 @@ impl Scheduler {
             timers_due: false,
             timer_stale: true,
             next_timer: None,
+            next_replenish: None,
             events: VecDeque::new(),
             scratch: Vec::new(),
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
+            scratch_trimmed: Vec::new(),
+            scratch_keyed: Vec::new(),
         })
     }
 
@@ -459,6 +467,7 @@ impl Scheduler {
     }
 
     fn fire_timers(&mut self, now: Nanos) {
+        let mut next_replenish: Option<Nanos> = None;
         for i in 0..self.servers.len() {
             let s = &mut self.servers[i];
             if s.throttled && s.replenish_at <= now {
@@ -493,16 +502,28 @@ impl Scheduler {
                     }
                 }
             }
+            if s.throttled {
+                let r = s.replenish_at;
+                next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+            }
         }
+        self.next_replenish = next_replenish;
     }
 
     fn compute_next_timer(&self) -> Option<Nanos> {
         let mut next: Option<Nanos> = None;
         let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
-        for s in &self.servers {
-            if s.throttled {
-                take(s.replenish_at);
-            }
+        debug_assert_eq!(
+            self.next_replenish,
+            self.servers
+                .iter()
+                .filter(|s| s.throttled)
+                .map(|s| s.replenish_at)
+                .min(),
+            "cached next replenishment is stale"
+        );
+        if let Some(r) = self.next_replenish {
+            take(r);
         }
         for c in &self.cpus {
             if let Some(r) = c.running {
@@ -679,9 +700,9 @@ impl Scheduler {
     /// Recomputes every CPU's decision at `now`.
     fn decide(&mut self, now: Nanos) {
         // 1. Which servers have work; tentative wake-up rule for those that were idle.
-        for i in 0..self.servers.len() {
-            let has_work = self.server_has_work(i);
-            let s = &mut self.servers[i];
+        let (boxes, tasks) = (&self.boxes, &self.tasks);
+        for s in self.servers.iter_mut() {
+            let has_work = server_has_work(s, boxes, tasks);
             s.has_work = has_work;
             s.excluded = false;
             s.eligible = has_work && !s.throttled;
@@ -701,29 +722,41 @@ impl Scheduler {
             }
         }
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
+        // Each round trims every box against the winners of the previous round; only the CPUs
+        // whose winner was trimmed need a new EDF pick (trimming removes winners only).
+        for b in 0..self.boxes.len() {
+            self.boxes[b].won.clear();
+        }
+        for c in 0..self.cpus.len() {
+            let w = self.edf_winner(c);
+            self.cpus[c].winner = w;
+            self.note_winner(w);
+        }
+        let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
         loop {
-            for b in 0..self.boxes.len() {
-                self.boxes[b].won.clear();
-            }
-            for c in 0..self.cpus.len() {
-                let w = self.edf_winner(c);
-                self.cpus[c].winner = w;
-                if let Some(s) = w {
-                    if let Owner::Box(b) = self.servers[s.index()].owner {
-                        self.boxes[b].won.push(s);
-                    }
-                }
-            }
-            let mut changed = false;
+            trimmed.clear();
             for b in 0..self.boxes.len() {
                 if self.boxes[b].placement == Placement::Global && !self.boxes[b].ready.is_empty() {
-                    changed |= self.trim_surplus(b);
+                    self.trim_surplus(b, &mut trimmed);
                 }
             }
-            if !changed {
+            if trimmed.is_empty() {
                 break;
             }
+            for &s in &trimmed {
+                if let Owner::Box(b) = self.servers[s.index()].owner {
+                    self.boxes[b].won.retain(|&x| x != s);
+                }
+            }
+            for &s in &trimmed {
+                let c = self.servers[s.index()].cpu_idx;
+                debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
+                let w = self.edf_winner(c);
+                self.cpus[c].winner = w;
+                self.note_winner(w);
+            }
         }
+        self.scratch_trimmed = trimmed;
         // 3. Place global members on winning vCPUs.
         for b in 0..self.boxes.len() {
             if self.boxes[b].placement == Placement::Global {
@@ -749,8 +782,7 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        for i in 0..self.servers.len() {
-            let s = &mut self.servers[i];
+        for s in self.servers.iter_mut() {
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
             if active && !s.backlogged {
@@ -796,17 +828,6 @@ impl Scheduler {
         self.scratch_running = new_running;
     }
 
-    fn server_has_work(&self, i: usize) -> bool {
-        let s = &self.servers[i];
-        match s.owner {
-            Owner::Task(t) => self.tasks[t.index()].ready,
-            Owner::Box(b) => match self.boxes[b].placement {
-                Placement::Global => !self.boxes[b].ready.is_empty(),
-                Placement::Pinned => s.members.iter().any(|t| self.tasks[t.index()].ready),
-            },
-        }
-    }
-
     fn edf_winner(&self, c: usize) -> Option<ServerId> {
         let mut best: Option<(Nanos, ServerId)> = None;
         for &s in &self.cpus[c].servers {
@@ -821,53 +842,82 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
+    /// Adds an EDF winner to its box's list of won vCPUs.
+    fn note_winner(&mut self, w: Option<ServerId>) {
+        if let Some(s) = w {
+            if let Owner::Box(b) = self.servers[s.index()].owner {
+                self.boxes[b].won.push(s);
+            }
+        }
+    }
+
     /// A global box with fewer ready members than winning vCPUs idles the surplus vCPUs (they
     /// leave EDF so other servers can use the CPU). Keeps the vCPUs its members already sit on,
-    /// then the earliest deadlines. Returns whether anything changed.
-    fn trim_surplus(&mut self, b: usize) -> bool {
+    /// then the earliest deadlines. Appends the idled vCPUs to `trimmed`.
+    fn trim_surplus(&mut self, b: usize, trimmed: &mut Vec<ServerId>) {
         let k = self.boxes[b].ready.len();
         if self.boxes[b].won.len() <= k {
-            return false;
+            return;
         }
-        let mut won = std::mem::take(&mut self.scratch_servers);
-        won.clear();
-        won.extend_from_slice(&self.boxes[b].won);
+        // Sort keys computed once per vCPU: (hosts none of the top k members, deadline, id).
+        let mut keyed = std::mem::take(&mut self.scratch_keyed);
+        keyed.clear();
         let top: &[TaskId] = &self.boxes[b].ready[..k];
-        won.sort_by_key(|&s| {
+        keyed.extend(self.boxes[b].won.iter().map(|&s| {
             let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
             (!hosts, self.servers[s.index()].tent.deadline, s)
-        });
-        for &s in &won[k..] {
+        }));
+        keyed.sort_unstable();
+        for &(_, _, s) in &keyed[k..] {
             self.servers[s.index()].excluded = true;
+            trimmed.push(s);
         }
-        self.scratch_servers = won;
-        true
+        self.scratch_keyed = keyed;
     }
 
     /// The box's most urgent ready members take its winning vCPUs; a member keeps its vCPU if
     /// that still runs (G-FP invariant of seed 002 section 3.3; migration away from a throttled or
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
-        let mut free = std::mem::take(&mut self.scratch_servers);
+        // No vCPU won: every ready member waits unplaced (and with none ready, nothing to do).
+        if self.boxes[b].won.is_empty() {
+            let (boxes, tasks) = (&self.boxes, &mut self.tasks);
+            for &t in &boxes[b].ready {
+                tasks[t.index()].placed = None;
+            }
+            return;
+        }
+        let bx = &self.boxes[b];
+        let tasks = &mut self.tasks;
+        let free = &mut self.scratch_servers;
         free.clear();
-        free.extend_from_slice(&self.boxes[b].won);
-        let m = free.len();
-        let ready = std::mem::take(&mut self.boxes[b].ready);
-        let top = m.min(ready.len());
-        let mut pending = std::mem::take(&mut self.scratch);
+        free.extend_from_slice(&bx.won);
+        let top = free.len().min(bx.ready.len());
+        let pending = &mut self.scratch;
         pending.clear();
-        for &t in &ready[..top] {
-            match self.tasks[t.index()].placed {
-                Some(s) if free.contains(&s) => free.retain(|&x| x != s),
-                _ => pending.push(t),
+        for &t in &bx.ready[..top] {
+            // A member keeps a vCPU it already sits on if that vCPU still won.
+            match tasks[t.index()]
+                .placed
+                .and_then(|s| free.iter().position(|&x| x == s))
+            {
+                Some(i) => {
+                    free.swap_remove(i);
+                }
+                None => pending.push(t),
             }
         }
-        free.sort_by_key(|&s| self.servers[s.index()].cpu_idx);
-        for &t in &ready[top..] {
-            self.tasks[t.index()].placed = None;
+        for &t in &bx.ready[top..] {
+            tasks[t.index()].placed = None;
         }
+        if pending.is_empty() {
+            return;
+        }
+        // Won vCPUs sit on distinct CPUs (one EDF winner per CPU): CPU order is total.
+        let servers = &self.servers;
+        free.sort_by_key(|&s| servers[s.index()].cpu_idx);
         for (&t, &s) in pending.iter().zip(free.iter()) {
-            let tk = &mut self.tasks[t.index()];
+            let tk = &mut tasks[t.index()];
             if let Some(from) = tk.last_placed.filter(|&f| f != s) {
                 if self.opts.record_events {
                     self.events.push_back(Event::Migrated {
@@ -881,9 +931,6 @@ impl Scheduler {
             tk.placed = Some(s);
             tk.last_placed = Some(s);
         }
-        self.scratch = pending;
-        self.scratch_servers = free;
-        self.boxes[b].ready = ready;
     }
 
     /// The member that runs if server `s` runs.
@@ -977,6 +1024,18 @@ impl Scheduler {
             }
         }
         self.scratch = cand;
+    }
+}
+
+/// A server has work when its dedicated task is ready, a pinned member is ready, or (global box)
+/// any member of its box is ready.
+fn server_has_work(s: &Srv, boxes: &[Bx], tasks: &[Tk]) -> bool {
+    match s.owner {
+        Owner::Task(t) => tasks[t.index()].ready,
+        Owner::Box(b) => match boxes[b].placement {
+            Placement::Global => !boxes[b].ready.is_empty(),
+            Placement::Pinned => s.members.iter().any(|t| tasks[t.index()].ready),
+        },
     }
 }
 

@@ -6,6 +6,12 @@
 //! Memory is independent of the simulated duration unless per-job records or a trace are asked
 //! for (statistics stream into fixed-size histograms).
 //!
+//! Modules: [`model`] (the `Model` trait and the rtbox adapter), [`baselines`] (RT throttling,
+//! per-task SCHED_DEADLINE, global FP), [`stats`] (histogram, PRM sbf, supply tracker),
+//! [`workload`] (seeded releases and execution times), [`output`] (formats), [`jack`] (seed 004's
+//! pipeline sweep), [`bench`] (the standard benchmark scenario, UUniFast). Model, rules and
+//! simplifications: `docs/simulator.md`.
+//!
 //! Workload semantics (see docs/simulator.md): head tasks (no `after`) release a job at
 //! `offset + k T` (sporadic: gaps of T plus uniform [0, T/2]), delayed by uniform [0, jitter];
 //! the deadline is the nominal arrival plus D. A chained task (`after = X`) releases a job when a
@@ -636,6 +642,10 @@ impl<'a> Sim<'a> {
     }
 
     fn close_segment(&mut self, c: usize, t: usize, s: Option<usize>) {
+        // Without a trace nothing is recorded: skip the name clones.
+        if self.trace.is_none() {
+            return;
+        }
         let start = self.since[c];
         if start >= self.opts.trace_until || start == self.now {
             return;
