@@ -241,3 +241,54 @@ fn missing_pid_refuses_to_start_and_changes_nothing() {
     assert!(!dir.0.join("sock").exists(), "socket created");
     assert_eq!(state(pid), orig, "a refused start changed the hog");
 }
+
+#[test]
+fn config_comm_attaches_processes_by_name_and_refuses_unknown_names() {
+    if !root_or_skip("config_comm_attaches_processes_by_name_and_refuses_unknown_names") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A copy of sleep under a name no other process has (comm = the file name, <= 15 bytes).
+    let name = format!("rtbx{}", std::process::id() % 100_000_000);
+    let dir = Dir::new("comm", &config(&format!("{{ comms = [\"{name}\"] }}")));
+    let prog = dir.0.join(&name);
+    std::fs::copy("/bin/sleep", &prog).expect("copy /bin/sleep");
+    let p = Proc(
+        Command::new(&prog)
+            .arg("60")
+            .spawn()
+            .expect("start named process"),
+    );
+    let pid = p.0.id() as i32;
+    let orig = state(pid);
+    let daemon = Proc(dir.daemon(Stdio::null()));
+    dir.wait_socket();
+    assert_eq!(dir.members("cfg"), vec![i64::from(pid)]);
+    let st = sigterm(daemon);
+    assert!(st.success(), "daemon exit {st:?}");
+    assert_eq!(
+        state(pid),
+        orig,
+        "SIGTERM did not restore the named process"
+    );
+    drop(p);
+    // No process of that name any more: the daemon refuses to start.
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("daemon")
+        .arg("--config")
+        .arg(dir.0.join("box.toml"))
+        .arg("--socket")
+        .arg(dir.0.join("sock"))
+        .arg("--state")
+        .arg(dir.0.join("state.json"))
+        .output()
+        .expect("run daemon");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(
+        err.contains(&format!(
+            "members.comms[0] = \"{name}\": no running process has this name"
+        )),
+        "stderr: {err}"
+    );
+}
