@@ -18,8 +18,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let system = match rtbox_config::load_file(&args.file) {
-        Ok(s) => s,
+    let (system, members) = match rtbox_config::load_file_with_members(&args.file) {
+        Ok(c) => (c.system, c.members),
         Err(e) => {
             eprintln!("rtbox check: {}: {e}", args.file.display());
             return ExitCode::from(2);
@@ -27,11 +27,13 @@ pub fn run(args: Args) -> ExitCode {
     };
     let admission = admit(&system);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&admission)).unwrap_or_default()
-        );
+        let mut v = to_json(&admission);
+        if !members.is_empty() {
+            v["members"] = members_json(&members);
+        }
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
+        print!("{}", render_members(&members));
         print!("{}", render(&admission));
         if !admission.admitted() {
             for r in &admission.refusals {
@@ -135,4 +137,51 @@ pub fn to_json(a: &Admission) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "refusals": a.refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
     })
+}
+
+/// Members are only listed: whether they exist is checked when the daemon starts.
+pub fn render_members(members: &[rtbox_config::BoxMembers]) -> String {
+    let mut out = String::new();
+    if members.is_empty() {
+        return out;
+    }
+    out.push_str("members (put in by `rtbox daemon --config`; existence checked at start)\n");
+    for b in members {
+        let m = &b.members;
+        let mut parts = Vec::new();
+        if !m.pids.is_empty() {
+            parts.push(format!("pids {:?}", m.pids));
+        }
+        for c in &m.cgroups {
+            parts.push(format!("cgroup {}", c.display()));
+        }
+        for c in &m.commands {
+            parts.push(format!("command {}", c.join(" ")));
+        }
+        for c in &m.comms {
+            parts.push(format!("comm {c}"));
+        }
+        if parts.is_empty() {
+            parts.push("none".into());
+        }
+        out.push_str(&format!("  {}: {}\n", b.box_name, parts.join(", ")));
+    }
+    out
+}
+
+fn members_json(members: &[rtbox_config::BoxMembers]) -> serde_json::Value {
+    serde_json::Value::Array(
+        members
+            .iter()
+            .map(|b| {
+                json!({
+                    "box": b.box_name,
+                    "pids": b.members.pids,
+                    "cgroups": b.members.cgroups.iter().map(|c| c.display().to_string()).collect::<Vec<_>>(),
+                    "commands": b.members.commands,
+                    "comms": b.members.comms,
+                })
+            })
+            .collect(),
+    )
 }

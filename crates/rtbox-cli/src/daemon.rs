@@ -24,20 +24,21 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let system = match &args.config {
-        Some(p) => match rtbox_config::load_file(p) {
-            Ok(s) => Some(s),
+    let (system, members) = match &args.config {
+        Some(p) => match rtbox_config::load_file_with_members(p) {
+            Ok(c) => (Some(c.system), c.members),
             Err(e) => {
                 eprintln!("rtbox daemon: {}: {e}", p.display());
                 return ExitCode::from(2);
             }
         },
-        None => None,
+        None => (None, Vec::new()),
     };
     let cfg = DaemonConfig {
         socket: args.socket,
         state_file: args.state,
         system,
+        members,
         group: args.group,
         poll: args.poll_us.max(100) * 1000,
     };

@@ -65,7 +65,7 @@ impl<'a> Lines<'a> {
 }
 
 /// Short text of a raw value for messages: `"20xs"`, `1.2`, `[...]`.
-fn show(v: &Value) -> String {
+pub(crate) fn show(v: &Value) -> String {
     match v {
         Value::Array(_) => "an array".into(),
         Value::Table(_) => "a table".into(),

@@ -4,24 +4,54 @@
 //! is two steps: serde reads the file into the raw structures of [`raw`] (unknown fields are
 //! errors), then [`convert`] turns raw values into the model, naming the line, the object and
 //! the field of the first invalid value. The result is a validated [`rtbox_model::System`].
+//!
+//! Boxes may also name their members (`members = { pids, cgroups, commands, comms }`), which
+//! only the daemon uses: [`parse_str_with_members`] / [`load_file_with_members`] return them
+//! beside the system in a [`Config`]; [`parse_str`] / [`load_file`] validate and drop them.
 
 mod convert;
 mod error;
+mod members;
 pub mod raw;
 
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrorKind};
+pub use members::{BoxMembers, Members, COMM_MAX};
 use rtbox_model::System;
 
-/// Parses a configuration from text.
-pub fn parse_str(text: &str) -> Result<System, ConfigError> {
-    let raw: raw::RawConfig = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
-    convert::to_system(text, raw)
+/// A whole configuration: the validated system and the members its boxes name.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub system: System,
+    /// One entry per box with a `members` table, in file order.
+    pub members: Vec<BoxMembers>,
 }
 
-/// Reads and parses a configuration file.
+/// Parses a configuration from text (members are validated, then dropped).
+pub fn parse_str(text: &str) -> Result<System, ConfigError> {
+    parse_str_with_members(text).map(|c| c.system)
+}
+
+/// Parses a configuration from text, keeping the boxes' members.
+pub fn parse_str_with_members(text: &str) -> Result<Config, ConfigError> {
+    let raw: raw::RawConfig = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
+    // Box errors first: a member list of a broken box is the lesser news.
+    let members = members::members(text, &raw);
+    let system = convert::to_system(text, raw)?;
+    Ok(Config {
+        system,
+        members: members?,
+    })
+}
+
+/// Reads and parses a configuration file (members are validated, then dropped).
 pub fn load_file(path: impl AsRef<Path>) -> Result<System, ConfigError> {
+    load_file_with_members(path).map(|c| c.system)
+}
+
+/// Reads and parses a configuration file, keeping the boxes' members.
+pub fn load_file_with_members(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         line: None,
@@ -30,7 +60,7 @@ pub fn load_file(path: impl AsRef<Path>) -> Result<System, ConfigError> {
             message: e.to_string(),
         },
     })?;
-    parse_str(&text)
+    parse_str_with_members(&text)
 }
 
 /// 1-based line of a byte offset.

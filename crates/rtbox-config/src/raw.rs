@@ -37,6 +37,18 @@ pub struct RawBox {
     pub placement: Option<Spanned<String>>,
     pub mode: Option<Spanned<String>>,
     pub interface: Option<RawInterface>,
+    /// What the daemon attaches or starts in this box (ignored by analysis and simulation).
+    pub members: Option<RawMembers>,
+}
+
+/// `members = { pids, cgroups, commands, comms }`: every list optional.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMembers {
+    pub pids: Option<Field>,
+    pub cgroups: Option<Field>,
+    pub commands: Option<Field>,
+    pub comms: Option<Field>,
 }
 
 /// Exactly one of these must be given; checked in conversion for a clear message.

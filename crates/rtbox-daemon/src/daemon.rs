@@ -22,6 +22,8 @@ pub struct DaemonConfig {
     pub state_file: PathBuf,
     /// Boxes to keep from the start (a config file already loaded).
     pub system: Option<System>,
+    /// Members the config names (attached and started after admission, see `start.rs`).
+    pub members: Vec<rtbox_config::BoxMembers>,
     /// Group allowed to use the socket besides root.
     pub group: Option<u32>,
     pub poll: u64,
@@ -33,6 +35,7 @@ impl Default for DaemonConfig {
             socket: PathBuf::from(crate::DEFAULT_SOCKET),
             state_file: PathBuf::from(crate::DEFAULT_STATE),
             system: None,
+            members: Vec::new(),
             group: None,
             poll: 1_000_000,
         }
@@ -46,6 +49,8 @@ pub enum DaemonError {
     Socket(PathBuf, std::io::Error),
     Runtime(RuntimeError),
     Linux(LinuxError),
+    /// A configured member does not exist or could not be attached; nothing was changed.
+    Members(crate::start::MemberError),
 }
 
 impl std::fmt::Display for DaemonError {
@@ -55,6 +60,7 @@ impl std::fmt::Display for DaemonError {
             DaemonError::Socket(p, e) => write!(f, "socket {}: {e}", p.display()),
             DaemonError::Runtime(e) => write!(f, "{e}"),
             DaemonError::Linux(e) => write!(f, "{e}"),
+            DaemonError::Members(e) => write!(f, "{e}; refusing to start (nothing changed)"),
         }
     }
 }
@@ -161,6 +167,21 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     for l in rt.log.drain(..) {
         eprintln!("rtbox daemon: {l}");
     }
+    // Configured members, after admission and while still single-threaded and not yet FIFO
+    // (started commands must not inherit the loop's priority).
+    let mut commands = match crate::start::attach_members(&mut rt, &cfg.members) {
+        Ok(c) => c,
+        Err(e) => {
+            rt.shutdown();
+            for l in rt.log.drain(..) {
+                eprintln!("rtbox daemon: {l}");
+            }
+            return Err(DaemonError::Members(e));
+        }
+    };
+    for l in rt.log.drain(..) {
+        eprintln!("rtbox daemon: {l}");
+    }
     if let Some(dir) = cfg.socket.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -206,6 +227,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         for l in rt.log.drain(..) {
             eprintln!("rtbox daemon: {l}");
         }
+        for l in crate::start::reap_commands(&mut commands) {
+            eprintln!("rtbox daemon: {l}");
+        }
         let next = rt.next_wakeup(rt.now());
         rtbox_linux::sleep_until(rt.to_monotonic(next));
     }
@@ -214,6 +238,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     for l in rt.log.drain(..) {
         eprintln!("rtbox daemon: {l}");
     }
+    // Commands the config started are the daemon's: restored above, then terminated.
+    crate::start::stop_commands(&mut commands);
     let _ = std::fs::remove_file(&cfg.socket);
     Ok(())
 }

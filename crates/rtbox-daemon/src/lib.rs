@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod metrics;
 pub mod protocol;
 pub mod runtime;
+pub mod start;
 
 pub use daemon::{run, DaemonConfig, DaemonError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO, PRIO_HI, PRIO_LO};
