@@ -47,6 +47,8 @@ struct Member {
     last_server: Option<ServerId>,
     applied: Option<Applied>,
     ready: bool,
+    /// Its stat file kept open (state polled every step without reopening).
+    stat: Option<procfs::StatFile>,
     snapshot: ThreadSnapshot,
 }
 
@@ -553,6 +555,7 @@ impl Runtime {
                     last_server: None,
                     applied: None,
                     ready: false,
+                    stat: procfs::StatFile::open(tid).ok(),
                     snapshot: s,
                 },
             );
@@ -693,24 +696,47 @@ impl Runtime {
                 }
             }
         }
-        // New child processes of member processes.
-        if let Ok(pids) = procfs::all_pids() {
-            let mut fresh = Vec::new();
-            for p in &pids {
-                if self.seen_pids.contains(p) {
-                    continue;
-                }
-                if let Ok(st) = procfs::stat(*p) {
-                    if let Some(bx) = self.procs.get(&st.ppid) {
-                        fresh.push((*p, bx.clone()));
+        // New child processes of member processes: the children lists of the member threads
+        // (one small read per member), or a scan of all of /proc when the kernel lacks them.
+        let mut fresh: Vec<(i32, String)> = Vec::new();
+        let mut fallback = false;
+        for (tid, m) in &self.members {
+            match procfs::children(*tid) {
+                Ok(Some(kids)) => {
+                    for c in kids {
+                        if !self.procs.contains_key(&c) && !self.members.contains_key(&c) {
+                            fresh.push((c, m.box_name.clone()));
+                        }
                     }
                 }
-            }
-            self.seen_pids = pids.into_iter().collect();
-            for (p, bx) in fresh {
-                if let Ok(tids) = procfs::threads_of(p) {
-                    self.add_threads(&bx, &tids);
+                Ok(None) => {
+                    fallback = true;
+                    break;
                 }
+                Err(_) => {}
+            }
+        }
+        if fallback {
+            fresh.clear();
+            if let Ok(pids) = procfs::all_pids() {
+                for p in &pids {
+                    if self.seen_pids.contains(p) {
+                        continue;
+                    }
+                    if let Ok(st) = procfs::stat(*p) {
+                        if let Some(bx) = self.procs.get(&st.ppid) {
+                            fresh.push((*p, bx.clone()));
+                        }
+                    }
+                }
+                self.seen_pids = pids.into_iter().collect();
+            }
+        }
+        fresh.sort();
+        fresh.dedup_by_key(|x| x.0);
+        for (p, bx) in fresh {
+            if let Ok(tids) = procfs::threads_of(p) {
+                self.add_threads(&bx, &tids);
             }
         }
         // Drift: a member changed its own policy or affinity.
@@ -756,7 +782,11 @@ impl Runtime {
                 }
             }
             let frozen = m.applied.as_ref().is_some_and(|a| a.frozen);
-            let ready = frozen || procfs::stat(*tid).map(|s| s.runnable()).unwrap_or(false);
+            let ready = frozen
+                || match m.stat.as_mut() {
+                    Some(f) => f.runnable(),
+                    None => procfs::stat(*tid).map(|s| s.runnable()).unwrap_or(false),
+                };
             if ready != m.ready {
                 m.ready = ready;
                 let _ = if ready {
