@@ -47,6 +47,10 @@ struct Member {
     last_server: Option<ServerId>,
     applied: Option<Applied>,
     ready: bool,
+    /// Its stat file kept open (state polled every step without reopening).
+    stat: Option<procfs::StatFile>,
+    /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
+    freeze: Option<std::fs::File>,
     snapshot: ThreadSnapshot,
 }
 
@@ -553,6 +557,8 @@ impl Runtime {
                     last_server: None,
                     applied: None,
                     ready: false,
+                    stat: procfs::StatFile::open(tid).ok(),
+                    freeze: None,
                     snapshot: s,
                 },
             );
@@ -693,24 +699,47 @@ impl Runtime {
                 }
             }
         }
-        // New child processes of member processes.
-        if let Ok(pids) = procfs::all_pids() {
-            let mut fresh = Vec::new();
-            for p in &pids {
-                if self.seen_pids.contains(p) {
-                    continue;
-                }
-                if let Ok(st) = procfs::stat(*p) {
-                    if let Some(bx) = self.procs.get(&st.ppid) {
-                        fresh.push((*p, bx.clone()));
+        // New child processes of member processes: the children lists of the member threads
+        // (one small read per member), or a scan of all of /proc when the kernel lacks them.
+        let mut fresh: Vec<(i32, String)> = Vec::new();
+        let mut fallback = false;
+        for (tid, m) in &self.members {
+            match procfs::children(*tid) {
+                Ok(Some(kids)) => {
+                    for c in kids {
+                        if !self.procs.contains_key(&c) && !self.members.contains_key(&c) {
+                            fresh.push((c, m.box_name.clone()));
+                        }
                     }
                 }
-            }
-            self.seen_pids = pids.into_iter().collect();
-            for (p, bx) in fresh {
-                if let Ok(tids) = procfs::threads_of(p) {
-                    self.add_threads(&bx, &tids);
+                Ok(None) => {
+                    fallback = true;
+                    break;
                 }
+                Err(_) => {}
+            }
+        }
+        if fallback {
+            fresh.clear();
+            if let Ok(pids) = procfs::all_pids() {
+                for p in &pids {
+                    if self.seen_pids.contains(p) {
+                        continue;
+                    }
+                    if let Ok(st) = procfs::stat(*p) {
+                        if let Some(bx) = self.procs.get(&st.ppid) {
+                            fresh.push((*p, bx.clone()));
+                        }
+                    }
+                }
+                self.seen_pids = pids.into_iter().collect();
+            }
+        }
+        fresh.sort();
+        fresh.dedup_by_key(|x| x.0);
+        for (p, bx) in fresh {
+            if let Ok(tids) = procfs::threads_of(p) {
+                self.add_threads(&bx, &tids);
             }
         }
         // Drift: a member changed its own policy or affinity.
@@ -756,7 +785,11 @@ impl Runtime {
                 }
             }
             let frozen = m.applied.as_ref().is_some_and(|a| a.frozen);
-            let ready = frozen || procfs::stat(*tid).map(|s| s.runnable()).unwrap_or(false);
+            let ready = frozen
+                || match m.stat.as_mut() {
+                    Some(f) => f.runnable(),
+                    None => procfs::stat(*tid).map(|s| s.runnable()).unwrap_or(false),
+                };
             if ready != m.ready {
                 m.ready = ready;
                 let _ = if ready {
@@ -868,7 +901,13 @@ impl Runtime {
                 };
                 if m.applied.as_ref() != Some(&desired) {
                     let fd = cgroup::freeze_dir(&self.layout, m.pid);
-                    match apply_one(*tid, m.applied.as_ref(), &desired, fd.as_deref()) {
+                    match apply_one(
+                        *tid,
+                        m.applied.as_ref(),
+                        &desired,
+                        fd.as_deref(),
+                        &mut m.freeze,
+                    ) {
                         Ok(()) => m.applied = Some(desired),
                         Err(e) if e.is_gone() => gone.push(*tid),
                         Err(e) => {
@@ -939,7 +978,13 @@ impl Runtime {
             }
             let prev = m.applied.clone();
             let freeze_dir = cgroup::freeze_dir(&self.layout, m.pid);
-            let r = apply_one(*tid, prev.as_ref(), &desired, freeze_dir.as_deref());
+            let r = apply_one(
+                *tid,
+                prev.as_ref(),
+                &desired,
+                freeze_dir.as_deref(),
+                &mut m.freeze,
+            );
             match r {
                 Ok(()) => m.applied = Some(desired),
                 Err(e) if e.is_gone() => gone.push(*tid),
@@ -1046,23 +1091,47 @@ pub fn shared_nice(weight: u32, max_weight: u32) -> i32 {
     (ratio.ln() / 1.25f64.ln()).round().clamp(0.0, 19.0) as i32
 }
 
+/// Freeze or thaw through the member's kept-open `cgroup.freeze` (opened on first use); on any
+/// failure the handle is dropped and the path-based write decides (and reports) the outcome.
+fn freeze_fast(
+    handle: &mut Option<std::fs::File>,
+    dir: &std::path::Path,
+    tid: i32,
+    frozen: bool,
+) -> Result<(), LinuxError> {
+    if handle.is_none() {
+        *handle = cgroup::open_freeze(dir, tid);
+    }
+    if let Some(f) = handle.as_ref() {
+        if cgroup::freeze_write(f, frozen).is_ok() {
+            return Ok(());
+        }
+        *handle = None;
+    }
+    cgroup::freeze_thread(dir, tid, frozen)
+}
+
 /// Change one thread from `prev` to `want`, stopping first when stopping (fastest effect).
 fn apply_one(
     tid: i32,
     prev: Option<&Applied>,
     want: &Applied,
     freeze_dir: Option<&std::path::Path>,
+    handle: &mut Option<std::fs::File>,
 ) -> Result<(), LinuxError> {
     let was_frozen = prev.is_some_and(|p| p.frozen);
+    // A kept handle proves the freeze group exists (saves a stat per decision).
+    let dir_ok =
+        (want.frozen || was_frozen) && freeze_dir.is_some_and(|d| handle.is_some() || d.exists());
     if want.frozen && !was_frozen {
-        match freeze_dir {
-            Some(d) if d.exists() => return cgroup::freeze_thread(d, tid, true),
-            // No cgroup v2: the closest stop is SCHED_IDLE (documented as not tight).
-            _ => return sched::set_attr(tid, &SchedAttr::idle()),
+        if let Some(d) = freeze_dir.filter(|_| dir_ok) {
+            return freeze_fast(handle, d, tid, true);
         }
+        // No cgroup v2: the closest stop is SCHED_IDLE (documented as not tight).
+        return sched::set_attr(tid, &SchedAttr::idle());
     }
     // Without a freeze group the stop was SCHED_IDLE: the recorded attr is stale then.
-    let idle_stop = was_frozen && !freeze_dir.is_some_and(|d| d.exists());
+    let idle_stop = was_frozen && !dir_ok;
     if idle_stop || prev.map(|p| &p.attr) != Some(&want.attr) {
         sched::set_attr(tid, &want.attr)?;
     }
@@ -1071,7 +1140,7 @@ fn apply_one(
     }
     if was_frozen && !want.frozen {
         if let Some(d) = freeze_dir {
-            cgroup::freeze_thread(d, tid, false)?;
+            freeze_fast(handle, d, tid, false)?;
         }
     }
     Ok(())

@@ -167,6 +167,23 @@ pub fn freeze_thread(dir: &Path, tid: i32, frozen: bool) -> Result<(), LinuxErro
     )
 }
 
+/// Open thread `tid`'s `cgroup.freeze` in freeze group `dir` for repeated writes (`None` when
+/// the group does not exist). The loop freezes and thaws members up to every period: writing a
+/// kept-open file saves the path lookup, open and close of each stop and restart.
+pub fn open_freeze(dir: &Path, tid: i32) -> Option<fs::File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(format!("t{tid}")).join("cgroup.freeze"))
+        .ok()
+}
+
+/// Freeze or thaw through a file from [`open_freeze`].
+pub fn freeze_write(file: &fs::File, frozen: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_at(if frozen { b"1" } else { b"0" }, 0)
+        .map(|_| ())
+}
+
 /// Thaw everything in the freeze group, move process `pid` back to v2 cgroup `original` and
 /// remove the group. Missing pieces are not errors (the process may have exited).
 pub fn freeze_group_remove(

@@ -51,6 +51,48 @@ pub fn stat(tid: i32) -> Result<Stat, LinuxError> {
     })
 }
 
+/// An open `/proc/<tid>/stat` re-read in place: the loop polls each member's state every
+/// step, and one `pread` without open/close, path lookup or allocation is several times cheaper
+/// than reading the file by name. The descriptor names the thread itself, so a reused tid is
+/// never mistaken for it (reads fail once the thread is gone).
+#[derive(Debug)]
+pub struct StatFile {
+    file: fs::File,
+    buf: [u8; 512],
+}
+
+impl StatFile {
+    pub fn open(tid: i32) -> Result<StatFile, LinuxError> {
+        let path = PathBuf::from(format!("/proc/{tid}/stat"));
+        let file = fs::File::open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                LinuxError::NoSuchThread(tid)
+            } else {
+                LinuxError::io(&path, e)
+            }
+        })?;
+        Ok(StatFile {
+            file,
+            buf: [0; 512],
+        })
+    }
+
+    /// The thread's state letter now (field 3), `None` once the thread is gone.
+    pub fn state(&mut self) -> Option<char> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(&mut self.buf, 0).ok()?;
+        let text = &self.buf[..n];
+        // The command name may contain ')': the state follows the last one.
+        let close = text.iter().rposition(|&b| b == b')')?;
+        text.get(close + 2).map(|&b| b as char)
+    }
+
+    /// Whether the thread wants a CPU now (false once it is gone).
+    pub fn runnable(&mut self) -> bool {
+        self.state() == Some('R')
+    }
+}
+
 /// The thread group (process) id of a thread.
 pub fn tgid(tid: i32) -> Result<i32, LinuxError> {
     let path = PathBuf::from(format!("/proc/{tid}/status"));
@@ -105,6 +147,28 @@ pub fn all_pids() -> Result<Vec<i32>, LinuxError> {
     numeric_entries("/proc")
 }
 
+/// Child processes forked by thread `tid` (`/proc/TID/task/TID/children`, needs
+/// CONFIG_PROC_CHILDREN). `Ok(None)` when the kernel lacks the file, so callers can fall back
+/// to scanning all of /proc. Reading one small file per member is far cheaper than listing and
+/// parsing every process of the machine.
+pub fn children(tid: i32) -> Result<Option<Vec<i32>>, LinuxError> {
+    match std::fs::read_to_string(format!("/proc/{tid}/task/{tid}/children")) {
+        Ok(text) => Ok(Some(
+            text.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect(),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::path::Path::new(&format!("/proc/{tid}")).exists() {
+                Ok(None)
+            } else {
+                Err(LinuxError::NoSuchThread(tid))
+            }
+        }
+        Err(_) => Err(LinuxError::NoSuchThread(tid)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +191,28 @@ mod tests {
         assert_eq!(tgid(tid).unwrap(), pid);
         assert_eq!(stat(tid).unwrap().state, 'R');
         assert!(all_pids().unwrap().contains(&pid));
+        // Regression (issue 5): the re-read stat file sees this running thread.
+        let mut sf = StatFile::open(tid).unwrap();
+        assert_eq!(sf.state(), Some('R'));
+        assert!(sf.runnable());
+        assert!(matches!(
+            StatFile::open(i32::MAX - 3),
+            Err(LinuxError::NoSuchThread(_))
+        ));
+        // Regression (issue 5): children are found without scanning all of /proc.
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let kids = children(tid).unwrap();
+        let cpid = child.id() as i32;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if let Some(k) = kids {
+            assert!(k.contains(&cpid), "{k:?} lacks {cpid}");
+        } else {
+            eprintln!("children: kernel without CONFIG_PROC_CHILDREN; fallback path only");
+        }
         assert!(matches!(
             threads_of(i32::MAX - 3),
             Err(LinuxError::NoSuchThread(_))
