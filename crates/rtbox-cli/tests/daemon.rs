@@ -8,37 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rtbox_linux::cgroup::{self, ThreadCgroups};
+use rtbox_linux::cgroup;
 use rtbox_linux::sched::{self, SchedAttr};
 
+mod root;
+use root::{hog, root_or_skip, state, Orig, Proc};
+
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(name: &str) -> bool {
-    if rtbox_linux::is_root() {
-        return true;
-    }
-    eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
-    false
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn hog() -> Proc {
-    Proc(
-        Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn hog"),
-    )
-}
 
 struct Env {
     dir: PathBuf,
@@ -116,21 +92,6 @@ fn rtbox_daemon_request(sock: &Path, line: &str) -> serde_json::Value {
     serde_json::from_str(&reply).unwrap_or_else(|_| panic!("reply not JSON: {reply:?}"))
 }
 
-#[derive(Debug, Clone, PartialEq)]
-struct Orig {
-    attr: SchedAttr,
-    cpus: Vec<u32>,
-    cg: ThreadCgroups,
-}
-
-fn state(pid: i32) -> Orig {
-    Orig {
-        attr: sched::get_attr(pid).expect("attr"),
-        cpus: sched::get_affinity(pid).expect("affinity"),
-        cg: cgroup::thread_cgroups(pid).expect("cgroups"),
-    }
-}
-
 fn managed(pid: i32) -> bool {
     let a = sched::get_attr(pid).unwrap();
     let cg = cgroup::thread_cgroups(pid).unwrap();
@@ -201,7 +162,10 @@ fn wait_restored(hogs: &[Proc], orig: &[Orig], limit: Duration) -> Duration {
 /// Issue 5, acceptance 5: kill -9 of the daemon, everything restored within 1 s.
 #[test]
 fn kill_9_restores_every_thread_within_one_second() {
-    if !root_or_skip("kill_9_restores_every_thread_within_one_second") {
+    if !root_or_skip(
+        "kill_9_restores_every_thread_within_one_second",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -222,7 +186,10 @@ fn kill_9_restores_every_thread_within_one_second() {
 /// Issue 5: SIGTERM restores everything before the daemon exits; detach restores at once.
 #[test]
 fn sigterm_and_detach_restore() {
-    if !root_or_skip("sigterm_and_detach_restore") {
+    if !root_or_skip(
+        "sigterm_and_detach_restore",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -265,7 +232,10 @@ fn sigterm_and_detach_restore() {
 /// Issue 5: refused and malformed requests change nothing; the CLI's exit codes.
 #[test]
 fn refusals_change_nothing() {
-    if !root_or_skip("refusals_change_nothing") {
+    if !root_or_skip(
+        "refusals_change_nothing",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -322,7 +292,10 @@ impl Rng {
 /// a deleted box, everything restored at the end.
 #[test]
 fn request_fuzz_keeps_invariants() {
-    if !root_or_skip("request_fuzz_keeps_invariants") {
+    if !root_or_skip(
+        "request_fuzz_keeps_invariants",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -7,62 +7,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rtbox_linux::cgroup::{self, ThreadCgroups};
-use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_linux::sched;
+
+mod root;
+use root::{hog, root_or_skip, state, Proc};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(name: &str) -> bool {
-    if rtbox_linux::is_root() {
-        return true;
-    }
-    eprintln!("{name}: skipped: needs root (the daemon changes real threads' policy and cgroups)");
-    false
-}
-
-/// A process this test started; killed and reaped whatever happens.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own child (SIGTERM first: a daemon then restores its members).
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(3) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn hog() -> Proc {
-    Proc(
-        Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn hog"),
-    )
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Orig {
-    attr: SchedAttr,
-    cpus: Vec<u32>,
-    cg: ThreadCgroups,
-}
-
-fn state(pid: i32) -> Orig {
-    Orig {
-        attr: sched::get_attr(pid).expect("attr"),
-        cpus: sched::get_affinity(pid).expect("affinity"),
-        cg: cgroup::thread_cgroups(pid).expect("cgroups"),
-    }
-}
 
 /// A temporary directory with a config, a socket and a state file.
 struct Dir(PathBuf);
@@ -143,7 +93,10 @@ fn sigterm(mut d: Proc) -> std::process::ExitStatus {
 
 #[test]
 fn config_pid_member_is_attached_and_restored_on_sigterm() {
-    if !root_or_skip("config_pid_member_is_attached_and_restored_on_sigterm") {
+    if !root_or_skip(
+        "config_pid_member_is_attached_and_restored_on_sigterm",
+        "the daemon changes real threads' policy and cgroups",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -174,7 +127,10 @@ fn config_pid_member_is_attached_and_restored_on_sigterm() {
 
 #[test]
 fn config_command_runs_in_its_box_and_is_stopped_with_the_daemon() {
-    if !root_or_skip("config_command_runs_in_its_box_and_is_stopped_with_the_daemon") {
+    if !root_or_skip(
+        "config_command_runs_in_its_box_and_is_stopped_with_the_daemon",
+        "the daemon changes real threads' policy and cgroups",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -201,7 +157,10 @@ fn config_command_runs_in_its_box_and_is_stopped_with_the_daemon() {
 
 #[test]
 fn missing_pid_refuses_to_start_and_changes_nothing() {
-    if !root_or_skip("missing_pid_refuses_to_start_and_changes_nothing") {
+    if !root_or_skip(
+        "missing_pid_refuses_to_start_and_changes_nothing",
+        "the daemon changes real threads' policy and cgroups",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -244,7 +203,10 @@ fn missing_pid_refuses_to_start_and_changes_nothing() {
 
 #[test]
 fn config_comm_attaches_processes_by_name_and_refuses_unknown_names() {
-    if !root_or_skip("config_comm_attaches_processes_by_name_and_refuses_unknown_names") {
+    if !root_or_skip(
+        "config_comm_attaches_processes_by_name_and_refuses_unknown_names",
+        "the daemon changes real threads' policy and cgroups",
+    ) {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
