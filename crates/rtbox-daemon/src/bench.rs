@@ -43,6 +43,12 @@ pub struct Outcome {
     pub overruns: Vec<(String, u32, Vec<u64>)>,
     /// CPU time charged to each box's servers over the measurement, in CPUs.
     pub charged: Vec<(String, f64)>,
+    /// Overrun already consumed when the loop saw the exhaustion, per (box, cpu), ns.
+    pub detected: Vec<(String, u32, Vec<u64>)>,
+    /// How late the loop woke after the time it asked for, ns (one sample per step).
+    pub wake_late: Vec<u64>,
+    /// How long each step took (charge, decide, apply), ns.
+    pub step_ns: Vec<u64>,
     /// CPU time of the enforcement loop thread over the measurement, in CPUs.
     pub loop_cpu: f64,
 }
@@ -103,6 +109,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         case.boxes.clone(),
         RuntimeOptions {
             state_file: state_file.to_path_buf(),
+            follow: std::env::var_os("RTBOX_NO_FOLLOW").is_none(),
             ..RuntimeOptions::default()
         },
     )
@@ -150,8 +157,14 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     };
     let mut charged0 = Vec::new();
     let end = start + case.warmup_ns + case.measure_ns;
+    let mut wake_late = Vec::new();
+    let mut step_ns = Vec::new();
+    let mut asked: Option<u64> = None;
     loop {
         let now = rtbox_linux::monotonic_ns();
+        if let (Some(a), true) = (asked, base.is_some()) {
+            wake_late.push(now.saturating_sub(a));
+        }
         if base.is_none() && now >= start + case.warmup_ns {
             base = Some((
                 now,
@@ -166,6 +179,9 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         }
         let t = rt.now();
         rt.step(t);
+        if base.is_some() {
+            step_ns.push(rtbox_linux::monotonic_ns().saturating_sub(now));
+        }
         if std::env::var_os("RTBOX_CHARGED").is_some() {
             for l in rt.log.drain(..) {
                 eprintln!("log: {l}");
@@ -173,6 +189,26 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         }
         rt.log.clear();
         let next = rt.to_monotonic(rt.next_wakeup(rt.now())).min(end);
+        rt.follow_exhaustion();
+        if std::env::var_os("RTBOX_STEPS").is_some() && base.is_some() && step_ns.len() < 300 {
+            let rows: Vec<String> = rt
+                .server_rows()
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}@{} rt={} thr={}",
+                        r.box_name, r.cpu, r.runtime, r.throttled
+                    )
+                })
+                .collect();
+            eprintln!(
+                "step at {} next +{} {:?}",
+                now - start,
+                next.saturating_sub(now),
+                rows
+            );
+        }
+        asked = Some(next);
         rtbox_linux::sleep_until(next);
     }
     // Read everything while still above the members: once this thread drops its priority,
@@ -203,11 +239,16 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         }
     }
     let mut overruns = Vec::new();
+    let mut detected = Vec::new();
     for b in &case.boxes {
         for cpu in 0..case.cpus {
             let o = rt.overruns(&b.name, cpu);
             if !o.is_empty() {
                 overruns.push((b.name.clone(), cpu, o));
+            }
+            let d = rt.detected_overruns(&b.name, cpu);
+            if !d.is_empty() {
+                detected.push((b.name.clone(), cpu, d));
             }
         }
     }
@@ -225,6 +266,9 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         unmanaged,
         overruns,
         charged: charged_per_box,
+        detected,
+        wake_late,
+        step_ns,
         loop_cpu: (loop_ns - l0) as f64 / wall,
     })
 }

@@ -231,6 +231,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
             eprintln!("rtbox daemon: {l}");
         }
         let next = rt.next_wakeup(rt.now());
+        rt.follow_exhaustion();
         rtbox_linux::sleep_until(rt.to_monotonic(next));
     }
     eprintln!("rtbox daemon: stopping, restoring every managed thread");

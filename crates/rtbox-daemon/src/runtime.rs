@@ -31,6 +31,13 @@ pub const LOOP_PRIO: u32 = 98;
 /// Shortest sleep of the loop when the core's timer is already due (no spinning).
 pub const MIN_SLEEP: Nanos = 50_000;
 
+/// Shortest sleep of the loop before a budget exhaustion. The loop sleeps on the member's CPU
+/// (see [`Runtime::follow_exhaustion`]); a sleep shorter than a context switch pair plus a timer
+/// interrupt (~10-20 us here) would give the member no CPU at all, and the loop would wake again
+/// and again to find the same few microseconds left. Granting at least this much bounds the
+/// overrun it causes to this value; the core pays overruns back in the next period.
+pub const MIN_GRANT: Nanos = 25_000;
+
 /// A thread under rtbox's control.
 #[derive(Debug)]
 struct Member {
@@ -83,6 +90,9 @@ pub struct ServerStats {
     last_replenish: Option<(Nanos, Nanos)>,
     /// Overrun of each finished period that throttled, in ns (capped list).
     pub overruns: Vec<u64>,
+    /// Overrun already consumed when the loop detected the exhaustion, in ns (capped list):
+    /// the part of `overruns` due to detection delay; the rest is the stop latency.
+    pub detected: Vec<u64>,
 }
 
 /// Runtime errors returned to clients.
@@ -119,6 +129,9 @@ pub struct RuntimeOptions {
     pub poll: Nanos,
     /// Interval of the membership scan (new threads and processes, policy drift).
     pub scan: Nanos,
+    /// Move the loop thread to the CPU of the next budget exhaustion (see
+    /// [`Runtime::follow_exhaustion`]).
+    pub follow: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -127,6 +140,7 @@ impl Default for RuntimeOptions {
             state_file: PathBuf::from("/run/rtbox/state.json"),
             poll: 1_000_000,
             scan: 4_000_000,
+            follow: true,
         }
     }
 }
@@ -152,6 +166,9 @@ pub struct Runtime {
     pub log: Vec<String>,
     /// Log every core event (environment RTBOX_TRACE=1).
     trace: bool,
+    /// The loop thread pinned by [`Runtime::follow_exhaustion`]: (tid, original affinity,
+    /// current CPU).
+    loop_pin: Option<(i32, Vec<u32>, u32)>,
 }
 
 fn core_options() -> Options {
@@ -217,6 +234,7 @@ impl Runtime {
             stats: BTreeMap::new(),
             opts,
             last_scan: 0,
+            loop_pin: None,
             log,
             trace: std::env::var_os("RTBOX_TRACE").is_some(),
         })
@@ -648,6 +666,77 @@ impl Runtime {
         }
         cgroup::remove_rtbox_root(&self.layout);
         let _ = self.journal.clear();
+        self.unpin_loop();
+    }
+
+    // ---- where the loop runs -----------------------------------------------------------------
+
+    /// The CPU whose running server will exhaust its budget first, if any server runs.
+    pub fn next_exhaustion_cpu(&self) -> Option<u32> {
+        (0..self.sched.cpu_count())
+            .filter_map(|i| {
+                let s = self.sched.running_at(i)?.server?;
+                let info = self.sched.server(s);
+                (!info.throttled).then_some((info.runtime, info.cpu))
+            })
+            .min()
+            .map(|(_, cpu)| cpu)
+    }
+
+    /// Where the loop should sleep: on the CPU of the next budget exhaustion; with none pending,
+    /// on a CPU where no member runs (so its polls do not preempt a reclaiming member), keeping
+    /// the current CPU when it qualifies; `None` to stay where it is.
+    pub fn loop_cpu(&self) -> Option<u32> {
+        if let Some(c) = self.next_exhaustion_cpu() {
+            return Some(c);
+        }
+        let quiet: Vec<u32> = (0..self.sched.cpu_count())
+            .filter(|&i| self.sched.running_at(i).is_none())
+            .filter_map(|i| self.sched.cpus().nth(i))
+            .collect();
+        match &self.loop_pin {
+            Some((_, _, c)) if quiet.contains(c) => Some(*c),
+            _ => quiet.first().copied(),
+        }
+    }
+
+    /// Moves the calling thread (the enforcement loop) to [`Runtime::loop_cpu`], so that its
+    /// timer fires on the CPU the member that will exhaust runs on. On a virtual machine a timer
+    /// on an otherwise idle vCPU wakes the loop late (the host must first schedule the halted
+    /// vCPU: up to ~0.5 ms measured here) while the member keeps running on the busy one; on the
+    /// busy vCPU a late timer also means the member did not run. The step then preempts the
+    /// member, so the time it takes is not consumed by it. Measured: worst overrun per period
+    /// 300 -> 50 us for a 2/10 ms box (docs/benchmarks-runtime.md).
+    pub fn follow_exhaustion(&mut self) {
+        if !self.opts.follow {
+            return;
+        }
+        let Some(cpu) = self.loop_cpu() else {
+            return;
+        };
+        let tid = sched::gettid();
+        match &mut self.loop_pin {
+            Some((t, _, c)) if *t == tid => {
+                if *c != cpu && sched::set_affinity(tid, &[cpu]).is_ok() {
+                    *c = cpu;
+                }
+            }
+            _ => {
+                self.unpin_loop();
+                if let Ok(orig) = sched::get_affinity(tid) {
+                    if orig.contains(&cpu) && sched::set_affinity(tid, &[cpu]).is_ok() {
+                        self.loop_pin = Some((tid, orig, cpu));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the loop thread its original affinity back.
+    pub fn unpin_loop(&mut self) {
+        if let Some((tid, orig, _)) = self.loop_pin.take() {
+            let _ = sched::set_affinity(tid, &orig);
+        }
     }
 
     // ---- membership scan ---------------------------------------------------------------------
@@ -804,6 +893,16 @@ impl Runtime {
         while let Some(ev) = self.sched.poll_event() {
             if self.trace {
                 self.log.push(format!("{ev:?}"));
+            }
+            if let Event::Throttled { server, .. } = ev {
+                let info = self.sched.server(server);
+                let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
+                let st = self.stats.entry(key).or_default();
+                // The core replenishes on throttle: the new budget is Q minus the overrun.
+                let over = i64::try_from(info.budget).unwrap_or(i64::MAX) - info.runtime;
+                if st.detected.len() < 100_000 {
+                    st.detected.push(over.max(0).unsigned_abs());
+                }
             }
             if let Event::Replenished { server, .. } = ev {
                 let info = self.sched.server(server);
@@ -1004,15 +1103,15 @@ impl Runtime {
     }
 
     /// When the loop must run next (absolute core time): the core's next timer, at the latest
-    /// after one poll interval. In Measured mode the core's exhaustion time assumes the running
-    /// member consumed at full rate; when it did not (preempted by a higher band or by RT
-    /// throttling) that time lies in the past, and the loop instead waits for the smallest
-    /// budget left among servers with a runnable member (at least [`MIN_SLEEP`]), so it never
-    /// spins.
+    /// after the poll interval of [`Runtime::poll_interval`]. In Measured mode the core's
+    /// exhaustion time assumes the running member consumed at full rate; when it did not
+    /// (preempted by a higher band or by RT throttling) that time lies in the past, and the loop
+    /// instead waits for the smallest budget left among servers with a runnable member (at
+    /// least [`MIN_SLEEP`]), so it never spins. Every sleep is at least [`MIN_GRANT`].
     pub fn next_wakeup(&self, now: Nanos) -> Nanos {
-        let poll = now + self.opts.poll;
+        let poll = now + self.poll_interval();
         match self.sched.next_timer() {
-            Some(t) if t > now => t.min(poll),
+            Some(t) if t > now => t.max(now + MIN_GRANT).min(poll),
             Some(_) => {
                 let mut est = poll;
                 for m in self.members.values() {
@@ -1027,6 +1126,25 @@ impl Runtime {
             }
             None => poll,
         }
+    }
+
+    /// How long the loop may sleep without looking at the members. Between two steps a member
+    /// may wake up, or block and let another member of its CPU run, unseen by the loop; what
+    /// such a member can consume unseen is bounded by its server's budget left. So the loop
+    /// polls after the smallest budget left of any non-throttled server, at least every
+    /// `poll` (1 ms) and at most every `scan` interval (new threads must join quickly). With
+    /// only throttled servers, or servers with plenty of budget, it sleeps longer: the poll
+    /// was most of the loop's CPU use (docs/benchmarks-runtime.md).
+    pub fn poll_interval(&self) -> Nanos {
+        let lo = self.opts.poll;
+        let hi = self.opts.scan.max(lo);
+        (0..self.sched.server_count())
+            .map(|i| self.sched.server(ServerId(i as u32)))
+            .filter(|s| !s.throttled && s.box_name.is_some())
+            .map(|s| u64::try_from(s.runtime).unwrap_or(0))
+            .min()
+            .unwrap_or(hi)
+            .clamp(lo, hi)
     }
 
     /// Per-server view for status and metrics.
@@ -1064,6 +1182,14 @@ impl Runtime {
         self.stats
             .get(&(box_name.to_string(), cpu))
             .map(|s| s.overruns.clone())
+            .unwrap_or_default()
+    }
+
+    /// Overrun at detection (ns) of every throttle of a box's server on `cpu`.
+    pub fn detected_overruns(&self, box_name: &str, cpu: u32) -> Vec<u64> {
+        self.stats
+            .get(&(box_name.to_string(), cpu))
+            .map(|s| s.detected.clone())
             .unwrap_or_default()
     }
 }
