@@ -2,7 +2,7 @@
 //! machine: `cargo run --release -p rtbox-daemon --example acceptance [SECONDS] [FILTER]`.
 //! Needs root; restores everything it touches.
 
-use rtbox_daemon::bench::{acceptance_cases, percentile, run_case};
+use rtbox_daemon::bench::{acceptance_cases, daemon_admits, percentile, run_case};
 
 fn main() {
     if !rtbox_linux::is_root() {
@@ -42,6 +42,12 @@ fn main() {
                     "| {} | (enforcement loop CPU) | | {:.4} | |",
                     case.name, o.loop_cpu
                 );
+                if let Err(why) = daemon_admits(&case) {
+                    println!(
+                        "| {} | (refused by the daemon's admission: {why}) | | | |",
+                        case.name
+                    );
+                }
                 if std::env::var_os("RTBOX_CHARGED").is_some() {
                     println!("charged by the core: {:?}", o.charged);
                 }

@@ -110,6 +110,9 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         RuntimeOptions {
             state_file: state_file.to_path_buf(),
             follow: std::env::var_os("RTBOX_NO_FOLLOW").is_none(),
+            // The cases measure the mechanism, including the overloaded 1 ms overhead case;
+            // `daemon_admits` says whether the daemon's default admission takes them.
+            step_cost: 0,
             ..RuntimeOptions::default()
         },
     )
@@ -271,6 +274,19 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         step_ns,
         loop_cpu: (loop_ns - l0) as f64 / wall,
     })
+}
+
+/// Whether the daemon, with its default loop-overhead admission, would admit the case's boxes
+/// (`Err` carries the refusal).
+pub fn daemon_admits(case: &Case) -> Result<(), String> {
+    let system =
+        rtbox_model::System::new(Platform::with_cpus(case.cpus), case.boxes.clone(), vec![])
+            .map_err(|e| e.to_string())?;
+    crate::runtime::loop_overhead_check(
+        &rtbox_model::admit(&system),
+        crate::runtime::DEFAULT_STEP_COST,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Percentile (0..=100) of a sample, nearest rank.
@@ -437,6 +453,31 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
             },
         ));
     }
+    // 1 ms periods that the daemon admits with its loop overhead: 2 boxes of 200/1000 us.
+    let fast: Vec<BoxSpec> = (0..2)
+        .map(|i| {
+            let mut b = BoxSpec::new(
+                format!("F{i}"),
+                rtbox_model::Interface::PerCpu {
+                    budget: 200_000,
+                    period: 1_000_000,
+                },
+            );
+            b.cpus = Some(rtbox_model::CpuSet::parse("0-1").expect("cpu list"));
+            b
+        })
+        .collect();
+    v.push((
+        case(
+            "overhead: 2 boxes, 200/1000 us on 2 CPUs, 1 hog each",
+            fast,
+            vec![("F0", 1), ("F1", 1)],
+            vec![],
+        ),
+        Expect {
+            per_box: vec![0.4; 2],
+        },
+    ));
     let mut reclaim = per_cpu("A", 20, 100, "0");
     reclaim.mode = rtbox_model::Mode::Reclaim;
     v.push((

@@ -137,3 +137,72 @@ fn new_children_join_the_box() {
         unsafe { libc::kill(c, libc::SIGKILL) };
     }
 }
+
+/// Issue 5: with the kernel's process events, a member's new child joins and an exited member
+/// leaves without any /proc scan (scans are disabled here).
+#[test]
+fn process_events_alone_add_children_and_drop_exits() {
+    if !root_or_skip("process_events_alone_add_children_and_drop_exits") {
+        return;
+    }
+    if rtbox_linux::procevents::ProcEvents::open().is_err() {
+        eprintln!("skipped: the kernel's proc connector (CONFIG_PROC_EVENTS) is unavailable");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = BoxSpec::new(
+        "A",
+        Interface::PerCpu {
+            budget: 50_000_000,
+            period: 100_000_000,
+        },
+    );
+    let hour = 3_600_000_000_000;
+    let mut rt = Runtime::new(
+        Platform::with_cpus(2),
+        vec![spec],
+        RuntimeOptions {
+            state_file: state_file("events"),
+            scan: hour,
+            full_scan: hour,
+            ..RuntimeOptions::default()
+        },
+    )
+    .expect("runtime");
+    let mut parent = Command::new("sh")
+        .args(["-c", "read x; sleep 0.3 & wait"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ppid = parent.id() as i32;
+    assert_eq!(rt.attach("A", Target::Pid(ppid)).expect("attach"), 1);
+    use std::io::Write;
+    parent.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let t0 = Instant::now();
+    let mut child = None;
+    while t0.elapsed() < Duration::from_secs(2) && child.is_none() {
+        let now = rt.now();
+        rt.step(now);
+        child = rt.member_tids("A").into_iter().find(|&t| t != ppid);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let child = child.expect("the forked child never joined through process events");
+    eprintln!(
+        "child joined through process events after {:.2} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    // The child (sleep 0.3) and then the parent exit: both leave, still without a scan.
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(3) && !rt.member_tids("A").is_empty() {
+        let now = rt.now();
+        rt.step(now);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = parent.wait();
+    let left = rt.member_tids("A");
+    rt.shutdown();
+    assert!(
+        left.is_empty(),
+        "exited members {left:?} still managed (child {child})"
+    );
+}

@@ -8,6 +8,7 @@
 //! - [`cgroup`]: layout detection (v1 / v2 / hybrid), a thread's cgroups, cgroup v2 freeze with
 //!   per-thread threaded children, the v1 `cpu` cgroup RT-runtime rule.
 //! - [`perf`]: exact per-thread CPU time through the perf task clock.
+//! - [`procevents`]: forks, execs and exits as they happen (netlink proc connector).
 //! - [`snapshot`]: a thread's original state and its restoration.
 //! - [`journal`] and [`watchdog`]: crash safety (write-ahead state file, a forked supervisor that
 //!   restores everything when the daemon dies, even by `kill -9`).
@@ -16,6 +17,7 @@ pub mod cgroup;
 pub mod error;
 pub mod journal;
 pub mod perf;
+pub mod procevents;
 pub mod procfs;
 pub mod sched;
 pub mod snapshot;
