@@ -1428,7 +1428,7 @@ mod tests {
         let specs: Vec<BoxSpec> = (0..4)
             .map(|i| {
                 let mut b = BoxSpec::new(
-                    &format!("O{i}"),
+                    format!("O{i}"),
                     rtbox_model::Interface::PerCpu {
                         budget: q_us * 1000,
                         period: p_us * 1000,
