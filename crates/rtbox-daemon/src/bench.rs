@@ -301,11 +301,15 @@ pub fn percentile(v: &[u64], p: f64) -> u64 {
 }
 
 fn per_cpu(name: &str, q_ms: u64, p_ms: u64, cpus: &str) -> BoxSpec {
+    per_cpu_us(name, q_ms * 1000, p_ms * 1000, cpus)
+}
+
+fn per_cpu_us(name: &str, q_us: u64, p_us: u64, cpus: &str) -> BoxSpec {
     let mut b = BoxSpec::new(
         name,
         rtbox_model::Interface::PerCpu {
-            budget: q_ms * 1_000_000,
-            period: p_ms * 1_000_000,
+            budget: q_us * 1000,
+            period: p_us * 1000,
         },
     );
     b.cpus = Some(rtbox_model::CpuSet::parse(cpus).expect("cpu list"));
@@ -429,17 +433,7 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
     ));
     for (q_us, p_us) in [(2000, 10_000), (200, 1000)] {
         let boxes: Vec<BoxSpec> = (0..4)
-            .map(|i| {
-                let mut b = BoxSpec::new(
-                    format!("O{i}"),
-                    rtbox_model::Interface::PerCpu {
-                        budget: q_us * 1000,
-                        period: p_us * 1000,
-                    },
-                );
-                b.cpus = Some(rtbox_model::CpuSet::parse("0-1").expect("cpu list"));
-                b
-            })
+            .map(|i| per_cpu_us(&format!("O{i}"), q_us, p_us, "0-1"))
             .collect();
         v.push((
             case(
@@ -455,17 +449,7 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
     }
     // 1 ms periods that the daemon admits with its loop overhead: 2 boxes of 200/1000 us.
     let fast: Vec<BoxSpec> = (0..2)
-        .map(|i| {
-            let mut b = BoxSpec::new(
-                format!("F{i}"),
-                rtbox_model::Interface::PerCpu {
-                    budget: 200_000,
-                    period: 1_000_000,
-                },
-            );
-            b.cpus = Some(rtbox_model::CpuSet::parse("0-1").expect("cpu list"));
-            b
-        })
+        .map(|i| per_cpu_us(&format!("F{i}"), 200, 1000, "0-1"))
         .collect();
     v.push((
         case(

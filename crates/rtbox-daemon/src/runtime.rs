@@ -829,10 +829,7 @@ impl Runtime {
             .map(|(t, _)| *t)
             .collect();
         for t in dead {
-            if let Some(m) = self.members.remove(&t) {
-                let _ = self.sched.block(self.now(), m.task);
-                self.jstate.threads.remove(&t);
-            }
+            self.forget_exited(t);
         }
         // New threads of member processes.
         let procs: Vec<(i32, String)> = self.procs.iter().map(|(p, b)| (*p, b.clone())).collect();
@@ -910,6 +907,14 @@ impl Runtime {
         self.release_empty_processes();
     }
 
+    /// Drops an exited member (no restore: the thread is gone) and its journal entry.
+    fn forget_exited(&mut self, tid: i32) {
+        if let Some(m) = self.members.remove(&tid) {
+            let _ = self.sched.block(self.now(), m.task);
+            self.jstate.threads.remove(&tid);
+        }
+    }
+
     /// Threads that entered attached cgroups (moved there from outside, e.g. a process a
     /// container runtime started: no member forked it).
     fn scan_cgroups(&mut self) {
@@ -972,10 +977,7 @@ impl Runtime {
                 ProcEvent::Exit { tid, .. } => {
                     // A thread that forked and exited between two steps never joined.
                     joins.retain(|(_, t)| *t != tid);
-                    if let Some(m) = self.members.remove(&tid) {
-                        let _ = self.sched.block(self.now(), m.task);
-                        self.jstate.threads.remove(&tid);
-                    }
+                    self.forget_exited(tid);
                 }
                 ProcEvent::Exec { .. } => {}
             }
@@ -1243,10 +1245,7 @@ impl Runtime {
         }
         self.log.extend(errors);
         for t in gone {
-            if let Some(m) = self.members.remove(&t) {
-                let _ = self.sched.block(self.now(), m.task);
-                self.jstate.threads.remove(&t);
-            }
+            self.forget_exited(t);
         }
     }
 

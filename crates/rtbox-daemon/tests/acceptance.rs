@@ -26,6 +26,18 @@ fn state_file(tag: &str) -> std::path::PathBuf {
 
 /// Issue 5, acceptance 1 and 3 (short): a hog in a box gets Q/P of a CPU, also across two CPUs
 /// with global placement, and a throttled period rarely runs past its budget.
+/// A runtime on 2 CPUs with one box "A" of 50/100 ms per CPU, for the membership tests.
+fn box_a_runtime(opts: RuntimeOptions) -> Runtime {
+    let spec = BoxSpec::new(
+        "A",
+        Interface::PerCpu {
+            budget: 50_000_000,
+            period: 100_000_000,
+        },
+    );
+    Runtime::new(Platform::with_cpus(2), vec![spec], opts).expect("runtime")
+}
+
 #[test]
 fn hogs_get_their_reservation() {
     if !root_or_skip("hogs_get_their_reservation") {
@@ -66,22 +78,10 @@ fn new_children_join_the_box() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let spec = BoxSpec::new(
-        "A",
-        Interface::PerCpu {
-            budget: 50_000_000,
-            period: 100_000_000,
-        },
-    );
-    let mut rt = Runtime::new(
-        Platform::with_cpus(2),
-        vec![spec],
-        RuntimeOptions {
-            state_file: state_file("join"),
-            ..RuntimeOptions::default()
-        },
-    )
-    .expect("runtime");
+    let mut rt = box_a_runtime(RuntimeOptions {
+        state_file: state_file("join"),
+        ..RuntimeOptions::default()
+    });
     // A parent that waits for a line on stdin, then forks a sleeping child.
     let mut parent = Command::new("sh")
         .args(["-c", "read x; sleep 5 & wait"])
@@ -150,25 +150,13 @@ fn process_events_alone_add_children_and_drop_exits() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let spec = BoxSpec::new(
-        "A",
-        Interface::PerCpu {
-            budget: 50_000_000,
-            period: 100_000_000,
-        },
-    );
     let hour = 3_600_000_000_000;
-    let mut rt = Runtime::new(
-        Platform::with_cpus(2),
-        vec![spec],
-        RuntimeOptions {
-            state_file: state_file("events"),
-            scan: hour,
-            full_scan: hour,
-            ..RuntimeOptions::default()
-        },
-    )
-    .expect("runtime");
+    let mut rt = box_a_runtime(RuntimeOptions {
+        state_file: state_file("events"),
+        scan: hour,
+        full_scan: hour,
+        ..RuntimeOptions::default()
+    });
     let mut parent = Command::new("sh")
         .args(["-c", "read x; sleep 0.3 & wait"])
         .stdin(Stdio::piped())
