@@ -1,9 +1,10 @@
-//! `rtbox check FILE [--json]`: validate, flatten, admit, and print the per-CPU table.
+//! `rtbox check FILE [--json] [--loop-step-us N]`: validate, flatten, admit (with the daemon's
+//! enforcement loop, as `rtbox daemon` does), and print the per-CPU table.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rtbox_model::{admit, format_ms, Admission, Role};
+use rtbox_model::{admit_with_loop, format_ms, Admission, Role, LOOP_STEPS_PER_PERIOD};
 use serde_json::json;
 
 use crate::table::{Align, Table};
@@ -15,6 +16,11 @@ pub struct Args {
     /// Print the verdict as JSON.
     #[arg(long)]
     pub json: bool,
+    /// CPU time of one step of the daemon's enforcement loop, in microseconds: admitted with
+    /// the reservations as `rtbox daemon` does (2 steps per server period). 0 checks the
+    /// reservations alone (the schedule the simulator and the analysis model).
+    #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
+    pub loop_step_us: u64,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -25,7 +31,7 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let admission = admit(&system);
+    let admission = admit_with_loop(&system, args.loop_step_us.saturating_mul(1000));
     if args.json {
         let mut v = to_json(&admission);
         if !members.is_empty() {
@@ -80,15 +86,36 @@ pub fn render(a: &Admission) -> String {
                 },
             ]);
         }
-        let verdict = if load.total <= load.cap { "<=" } else { ">" };
+        let verdict = |b: rtbox_model::Bandwidth| if b <= load.cap { "<=" } else { ">" };
         t.row(vec![
             "total".into(),
             String::new(),
             String::new(),
             String::new(),
             load.total.format(4),
-            format!("{verdict} cap {}", load.cap.format(2)),
+            format!("{} cap {}", verdict(load.total), load.cap.format(2)),
         ]);
+        if load.loop_share > rtbox_model::Bandwidth::ZERO {
+            let with_loop = load.total + load.loop_share;
+            t.row(vec![
+                "loop".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                load.loop_share.format(4),
+                format!(
+                    "daemon's enforcement loop, {LOOP_STEPS_PER_PERIOD} steps per server period"
+                ),
+            ]);
+            t.row(vec![
+                "with loop".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                with_loop.format(4),
+                format!("{} cap {}", verdict(with_loop), load.cap.format(2)),
+            ]);
+        }
         out.push_str(&format!("CPU {}\n", load.cpu));
         out.push_str(&t.render(2));
     }
@@ -122,6 +149,7 @@ pub fn to_json(a: &Admission) -> serde_json::Value {
         "cpus": a.cpus.iter().map(|c| json!({
             "cpu": c.cpu,
             "total": c.total.as_f64(),
+            "loop": c.loop_share.as_f64(),
             "cap": c.cap.as_f64(),
             "servers": c.servers.iter().map(|s| json!({
                 "box": s.box_name,

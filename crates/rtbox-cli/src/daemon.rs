@@ -21,6 +21,10 @@ pub struct Args {
     /// Longest sleep of the enforcement loop, in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub poll_us: u64,
+    /// CPU time of one enforcement-loop step in microseconds, admitted with the reservations
+    /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
+    #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
+    pub loop_step_us: u64,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -41,6 +45,7 @@ pub fn run(args: Args) -> ExitCode {
         members,
         group: args.group,
         poll: args.poll_us.max(100) * 1000,
+        loop_step: args.loop_step_us.saturating_mul(1000),
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,

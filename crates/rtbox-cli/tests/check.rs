@@ -138,3 +138,42 @@ fn usage_errors_exit_2() {
     let (code, _, err) = check(&["--no-such-flag"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// Issue 5: `rtbox check` refuses what the daemon refuses: the enforcement loop's own time is
+/// admitted with the reservations (4 boxes of 200 us / 1 ms fit the cap alone, not with the
+/// loop); `--loop-step-us 0` checks the reservations alone.
+#[test]
+fn the_daemon_loop_is_admitted_like_the_daemon_does() {
+    let dir = std::env::temp_dir().join(format!("rtbox-check-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("fast.toml");
+    let mut text = String::from("[platform]\ncpus = 2\n");
+    for i in 0..4 {
+        text.push_str(&format!(
+            "[[box]]\nname = \"O{i}\"\ncpus = \"0-1\"\ninterface.per_cpu = {{ budget = \"200us\", period = \"1ms\" }}\n"
+        ));
+    }
+    std::fs::write(&cfg, text).unwrap();
+    let path = cfg.to_str().unwrap();
+    let (code, out, err) = check(&[path]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("CPU 0: reservations 0.8000 + enforcement loop 0.2400 (4 servers, 2 steps of 30us per period) = 1.0400 > cap 0.9500"),
+        "{err}"
+    );
+    assert!(
+        out.contains("with loop") && out.contains("1.0400  > cap 0.95"),
+        "{out}"
+    );
+    let (code, out, err) = check(&[path, "--loop-step-us", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("with loop"), "{out}");
+    let (code, out, _) = check(&[path, "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        (v["cpus"][0]["loop"].as_f64().unwrap() - 0.24).abs() < 1e-9,
+        "{v}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -96,6 +96,23 @@ pub fn cbs_charge(s: CbsState, ns: Nanos) -> CbsState {
     }
 }
 
+/// Gives back `ns` that was charged but, by the kernel's own accounting, never executed (time
+/// stolen from the vCPU while a member was current), never beyond a full budget `Q`. A kernel
+/// CBS charges its servers with the task clock, which leaves steal out (`update_curr_dl` uses
+/// `rq_clock_task`); a driver that must charge a wall-time clock first returns the difference
+/// here once it knows it. The cap keeps one period's real consumption within `Q` plus the
+/// enforcement delay, as without the refund.
+pub fn cbs_refund(s: CbsState, p: CbsParams, ns: Nanos) -> CbsState {
+    CbsState {
+        runtime: s
+            .runtime
+            .saturating_add(q(ns))
+            .min(q(p.budget))
+            .max(s.runtime),
+        deadline: s.deadline,
+    }
+}
+
 /// Whether the server must be throttled: its budget is exhausted (hard CBS, seed 000 section
 /// 1.1: a server with no budget may not run until its replenishment).
 pub fn cbs_exhausted(s: CbsState) -> bool {
@@ -141,6 +158,25 @@ mod tests {
         period: 6,
         deadline: 6,
     };
+
+    #[test]
+    fn refund_restores_an_overrun_but_never_beyond_q() {
+        // Throttled with an overrun of 2 (replenished to 3 - 2 = 1): a refund of 1 gives 2.
+        let s = CbsState {
+            runtime: 1,
+            deadline: 12,
+        };
+        assert_eq!(cbs_refund(s, S1, 1).runtime, 2);
+        // A refund larger than the overrun stops at Q.
+        assert_eq!(cbs_refund(s, S1, 5).runtime, 3);
+        assert_eq!(cbs_refund(s, S1, 5).deadline, 12);
+        // A budget already above Q (cannot happen, but) is never cut by a refund.
+        let full = CbsState {
+            runtime: 3,
+            deadline: 12,
+        };
+        assert_eq!(cbs_refund(full, S1, 1), full);
+    }
 
     #[test]
     fn wakeup_keeps_a_budget_that_fits() {

@@ -4,7 +4,9 @@ use std::collections::VecDeque;
 
 use rtbox_model::{admit, Bandwidth, Mode, Nanos, Placement, Policy, System};
 
-use crate::rules::{cbs_charge, cbs_exhausted, cbs_throttle, cbs_wakeup, CbsParams, CbsState};
+use crate::rules::{
+    cbs_charge, cbs_exhausted, cbs_refund, cbs_throttle, cbs_wakeup, CbsParams, CbsState,
+};
 use crate::types::{
     Accounting, CoreError, CpuDecision, Event, Options, Running, ServerId, ServerInfo, Slot,
     TaskId, TaskParams,
@@ -394,6 +396,24 @@ impl Scheduler {
             self.timers_due = true;
         }
         Ok(())
+    }
+
+    /// Measured accounting: gives back `ns` that an earlier [`Scheduler::charge`] counted but the
+    /// members never executed (steal, found later), capped at a full budget
+    /// (rule `cbs_refund`). It never lifts a throttle: a throttled server already holds its
+    /// next period's budget, which the refund raises. Returns the part given back.
+    pub fn refund(&mut self, server: ServerId, ns: Nanos) -> Result<Nanos, CoreError> {
+        let s = self
+            .servers
+            .get_mut(server.index())
+            .ok_or(CoreError::UnknownServer(server))?;
+        let before = s.st.runtime;
+        s.st = cbs_refund(s.st, s.params, ns);
+        let given = (s.st.runtime - before).unsigned_abs();
+        debug_assert!(given <= ns, "refund gave more than asked");
+        s.consumed = s.consumed.saturating_sub(given);
+        self.timer_stale = true;
+        Ok(given)
     }
 
     /// Moves time to `now`: charges elapsed time (implicit accounting), throttles exhausted
@@ -1347,6 +1367,13 @@ mod tests {
             "overrun paid back over two periods"
         );
         assert_eq!(s.running(0), None);
+        // Issue 5: 2 of the 5 charged were steal, found later: given back, and no further than
+        // a full budget; the throttle stands.
+        assert_eq!(s.refund(sid, 2), Ok(1));
+        s.advance(4);
+        let info = s.server(sid);
+        assert_eq!((info.runtime, info.consumed), (2, 4));
+        assert!(info.throttled);
         // Too much bandwidth is refused with the task's name.
         let big = Reservation {
             cpu: 0,

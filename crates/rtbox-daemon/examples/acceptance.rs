@@ -17,6 +17,7 @@ fn main() {
     println!("|---|---|---|---|---|");
     let mut over = Vec::new();
     let mut lat = Vec::new();
+    let mut audit = Vec::new();
     for (case, expect) in acceptance_cases((secs * 1e9) as u64) {
         if !case.name.contains(&filter) {
             continue;
@@ -48,6 +49,13 @@ fn main() {
                         case.name
                     );
                 }
+                if o.steal_ns > 0 {
+                    println!(
+                        "| {} | (host steal kept out of the charges) | | {:.3} ms | |",
+                        case.name,
+                        o.steal_ns as f64 / 1e6
+                    );
+                }
                 if std::env::var_os("RTBOX_CHARGED").is_some() {
                     println!("charged by the core: {:?}", o.charged);
                 }
@@ -55,6 +63,9 @@ fn main() {
                     over.push((case.name.clone(), b, cpu, v, d));
                 }
                 lat.push((case.name.clone(), o.wake_late, o.step_ns));
+                for a in o.audit {
+                    audit.push((case.name.clone(), a));
+                }
             }
             Err(e) => println!("| {} | error: {e} | | | |", case.name),
         }
@@ -74,6 +85,36 @@ fn main() {
             us(&v, 99.0),
             us(&v, 100.0),
             us(&d, 100.0)
+        );
+    }
+    println!();
+    println!("The same periods by the kernel's accounting (sum_exec_runtime, read while frozen;");
+    println!("excludes time stolen from the vCPU), microseconds, and periods charged > 100 us:");
+    println!(
+        "| case | server | periods | p50 | p99 | max | charged > 100 us: (t s, charged, kernel) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (c, a) in audit {
+        let (b, cpu, k) = (&a.box_name, a.cpu, &a.overruns);
+        let o: Vec<String> = a
+            .outliers
+            .iter()
+            .map(|(t, a, b)| {
+                format!(
+                    "({:.3}, {:.1}, {:.1})",
+                    *t as f64 / 1e9,
+                    *a as f64 / 1e3,
+                    *b as f64 / 1e3
+                )
+            })
+            .collect();
+        println!(
+            "| {c} | {b}@cpu{cpu} | {} | {} | {} | {} | {} |",
+            k.len(),
+            us(k, 50.0),
+            us(k, 99.0),
+            us(k, 100.0),
+            o.join(" ")
         );
     }
     println!();

@@ -27,6 +27,8 @@ pub struct DaemonConfig {
     /// Group allowed to use the socket besides root.
     pub group: Option<u32>,
     pub poll: u64,
+    /// CPU time of one enforcement step, admitted with the reservations (0: not admitted).
+    pub loop_step: u64,
 }
 
 impl Default for DaemonConfig {
@@ -38,6 +40,7 @@ impl Default for DaemonConfig {
             members: Vec::new(),
             group: None,
             poll: 1_000_000,
+            loop_step: crate::runtime::DEFAULT_STEP_COST,
         }
     }
 }
@@ -160,6 +163,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         RuntimeOptions {
             state_file: cfg.state_file.clone(),
             poll: cfg.poll,
+            step_cost: cfg.loop_step,
             ..RuntimeOptions::default()
         },
     )

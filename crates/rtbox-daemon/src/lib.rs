@@ -4,6 +4,7 @@
 //! See docs/runtime.md for the design (priority range, modes, kernel rules, crash safety).
 
 pub mod bench;
+pub mod charge;
 pub mod client;
 pub mod daemon;
 pub mod metrics;

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use crate::charge::MemberCharge;
 use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId, TaskParams};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::{Journal, JournalState, ProcessEntry};
@@ -19,7 +20,7 @@ use rtbox_linux::procevents::{ProcEvent, ProcEvents};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::snapshot::ThreadSnapshot;
 use rtbox_linux::{procfs, LinuxError};
-use rtbox_model::{admit, Admission, Bandwidth, BoxSpec, Mode, Nanos, Platform, System};
+use rtbox_model::{admit_with_loop, BoxSpec, Mode, Nanos, Platform, System};
 
 /// Highest SCHED_FIFO priority given to members (the most urgent server's top member).
 pub const PRIO_HI: u32 = 89;
@@ -29,9 +30,8 @@ pub const PRIO_LO: u32 = 40;
 /// The daemon's enforcement loop priority (above members and the watchdog).
 pub const LOOP_PRIO: u32 = 98;
 
-/// CPU time of one enforcement step as admitted: measured here 23-30 us per server event
-/// including the wake-up (docs/benchmarks-runtime.md).
-pub const DEFAULT_STEP_COST: Nanos = 30_000;
+/// CPU time of one enforcement step as admitted (see [`rtbox_model::admit_with_loop`]).
+pub const DEFAULT_STEP_COST: Nanos = rtbox_model::DEFAULT_LOOP_STEP;
 
 /// Shortest sleep of the loop when the core's timer is already due (no spinning).
 pub const MIN_SLEEP: Nanos = 50_000;
@@ -50,7 +50,13 @@ struct Member {
     box_name: String,
     task: TaskId,
     clock: Option<TaskClock>,
-    last_clock: u64,
+    /// Its perf clock readings turned into charges, less steal found off CPU.
+    charge: MemberCharge,
+    /// Its schedstat kept open: the kernel's CPU time, read when it is off CPU.
+    schedstat: Option<procfs::SchedstatFile>,
+    /// When the last (perf, kernel) pair was taken; whether one was taken in this freeze.
+    paired_at: Nanos,
+    paired_frozen: bool,
     /// Original RT priority (0 for normal threads): the box keeps their relative order.
     local_prio: u32,
     /// The server charged for its CPU time until the next decision.
@@ -65,6 +71,27 @@ struct Member {
     freeze: Option<std::fs::File>,
     snapshot: ThreadSnapshot,
 }
+
+impl Member {
+    /// Reads the kernel's CPU time between two perf reads; if the perf clock did not move, the
+    /// member was off CPU throughout and the pair is exact: returns the steal found with it.
+    fn take_pair(&mut self, perf: u64) -> Option<u64> {
+        let c = self.clock.as_ref()?;
+        let kernel = self.schedstat.as_mut()?.sum_exec_runtime()?;
+        (c.read().ok()? == perf).then(|| self.charge.reconcile(perf, kernel))
+    }
+
+    /// The kernel's CPU time if the member is verifiably off CPU now (see [`Member::take_pair`]).
+    fn kernel_time_off_cpu(&mut self) -> Option<u64> {
+        let c = self.clock.as_ref()?;
+        let p1 = c.read().ok()?;
+        let k = self.schedstat.as_mut()?.sum_exec_runtime()?;
+        (c.read().ok()? == p1).then_some(k)
+    }
+}
+
+/// How often a blocked member's charge is reconciled with the kernel's accounting.
+const PAIR_EVERY: Nanos = 20_000_000;
 
 /// What rtbox last set on a member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +125,14 @@ pub struct ServerStats {
     /// Overrun already consumed when the loop detected the exhaustion, in ns (capped list):
     /// the part of `overruns` due to detection delay; the rest is the stop latency.
     pub detected: Vec<u64>,
+    /// With [`RuntimeOptions::audit`]: the members' kernel CPU time at the last replenishment.
+    last_kernel: Option<u64>,
+    /// With [`RuntimeOptions::audit`]: the overrun of each throttled period by the kernel's
+    /// own accounting (see [`procfs::sum_exec_runtime`]), ns.
+    pub kernel_overruns: Vec<u64>,
+    /// With [`RuntimeOptions::audit`]: periods whose charged overrun exceeded 100 us, as
+    /// (replenish time, charged overrun, kernel overrun).
+    pub outliers: Vec<(Nanos, u64, u64)>,
 }
 
 /// Runtime errors returned to clients.
@@ -138,11 +173,15 @@ pub struct RuntimeOptions {
     /// Interval of the full /proc scan when process events are available (a safety net for
     /// lost events, exits, and members that changed their own policy or affinity).
     pub full_scan: Nanos,
-    /// CPU time of one loop step, admitted per server event ([`loop_overhead_check`]); 0: off.
+    /// CPU time of one loop step, admitted per server event ([`rtbox_model::admit_with_loop`]);
+    /// 0: off.
     pub step_cost: Nanos,
     /// Move the loop thread to the CPU of the next budget exhaustion (see
     /// [`Runtime::follow_exhaustion`]).
     pub follow: bool,
+    /// Experiments: also measure every period with the kernel's accounting, read while the
+    /// members are frozen (one schedstat read per member and replenishment).
+    pub audit: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -154,6 +193,7 @@ impl Default for RuntimeOptions {
             full_scan: 100_000_000,
             step_cost: DEFAULT_STEP_COST,
             follow: true,
+            audit: false,
         }
     }
 }
@@ -207,53 +247,14 @@ fn build(
 ) -> Result<(System, Scheduler), RuntimeError> {
     let system = System::new(platform.clone(), specs.to_vec(), vec![])
         .map_err(|e| RuntimeError::Invalid(e.to_string()))?;
-    let adm = admit(&system);
+    let adm = admit_with_loop(&system, step_cost);
     if !adm.admitted() {
         let why: Vec<String> = adm.refusals.iter().map(|r| r.to_string()).collect();
         return Err(RuntimeError::Refused(why.join("; ")));
     }
-    loop_overhead_check(&adm, step_cost)?;
     let sched = Scheduler::new(&system, core_options())
         .map_err(|e| RuntimeError::Refused(e.to_string()))?;
     Ok((system, sched))
-}
-
-/// Admission of the enforcement loop's own CPU time. Every server makes the loop run about
-/// twice per period (exhaustion and replenishment), each time for `step_cost`, on the
-/// server's CPU (the loop follows the exhaustions). That time is taken from whatever runs on
-/// the CPU, so it must fit under the cap with the reservations: otherwise boxes with short
-/// periods silently get less than reserved (measured: 4 boxes of 200 us / 1 ms on 2 CPUs
-/// need 0.37 CPU of loop and came up 0.03-0.07 short). `step_cost` 0 turns the check off.
-pub fn loop_overhead_check(adm: &Admission, step_cost: Nanos) -> Result<(), RuntimeError> {
-    if step_cost == 0 {
-        return Ok(());
-    }
-    let mut refusals = Vec::new();
-    for c in &adm.cpus {
-        let overhead: Bandwidth = c
-            .servers
-            .iter()
-            .map(|s| Bandwidth::of(2 * step_cost, s.period))
-            .sum();
-        let total = c.total + overhead;
-        if total > c.cap {
-            refusals.push(format!(
-                "CPU {}: reservations {} + enforcement loop {} ({} servers, 2 steps of {} us per period) = {} > cap {}",
-                c.cpu,
-                c.total.format(4),
-                overhead.format(4),
-                c.servers.len(),
-                step_cost / 1000,
-                total.format(4),
-                c.cap.format(4)
-            ));
-        }
-    }
-    if refusals.is_empty() {
-        Ok(())
-    } else {
-        Err(RuntimeError::Refused(refusals.join("; ")))
-    }
 }
 
 impl Runtime {
@@ -638,7 +639,7 @@ impl Runtime {
                     None
                 }
             };
-            let last_clock = clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0);
+            let charge = MemberCharge::new(clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
             self.members.insert(
                 tid,
                 Member {
@@ -646,7 +647,10 @@ impl Runtime {
                     box_name: box_name.to_string(),
                     task,
                     clock,
-                    last_clock,
+                    charge,
+                    schedstat: procfs::SchedstatFile::open(tid).ok(),
+                    paired_at: 0,
+                    paired_frozen: false,
                     local_prio,
                     charge_to: None,
                     last_server: None,
@@ -1012,18 +1016,36 @@ impl Runtime {
         let now = self.now().max(now);
         // 1. Charge measured CPU time; wake/block by thread state.
         for (tid, m) in self.members.iter_mut() {
+            let frozen = m.applied.as_ref().is_some_and(|a| a.frozen);
             if let Some(c) = &m.clock {
                 if let Ok(v) = c.read() {
-                    let d = v.saturating_sub(m.last_clock);
-                    m.last_clock = v;
+                    let d = m.charge.advance(v);
                     if d > 0 {
                         if let Some(s) = m.charge_to {
                             let _ = self.sched.charge(now, s, d);
                         }
                     }
+                    // Off CPU (frozen, or blocked when last seen): take a (perf, kernel) pair
+                    // once per freeze, and at most every PAIR_EVERY while blocked.
+                    let due = if frozen {
+                        !m.paired_frozen
+                    } else {
+                        !m.ready && now.saturating_sub(m.paired_at) >= PAIR_EVERY
+                    };
+                    if due {
+                        if let Some(steal) = m.take_pair(v) {
+                            m.paired_at = now;
+                            m.paired_frozen = frozen;
+                            if let Some(s) = m.charge_to.or(m.last_server).filter(|_| steal > 0) {
+                                let _ = self.sched.refund(s, steal);
+                            }
+                        }
+                    }
                 }
             }
-            let frozen = m.applied.as_ref().is_some_and(|a| a.frozen);
+            if !frozen {
+                m.paired_frozen = false;
+            }
             let ready = frozen
                 || match m.stat.as_mut() {
                     Some(f) => f.runnable(),
@@ -1058,15 +1080,34 @@ impl Runtime {
                 let info = self.sched.server(server);
                 let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
                 let st = self.stats.entry(key).or_default();
+                // Members verifiably off CPU at both ends of the period only.
+                let kernel = if self.opts.audit {
+                    self.members
+                        .values_mut()
+                        .filter(|m| m.charge_to == Some(server))
+                        .map(|m| m.kernel_time_off_cpu())
+                        .sum::<Option<u64>>()
+                } else {
+                    None
+                };
                 // Consumption between two replenishments one period apart is one period's.
                 if let Some((t, c)) = st.last_replenish {
                     let used = info.consumed - c;
                     let gap = now - t;
                     if gap.abs_diff(info.period) <= info.period / 4 && st.overruns.len() < 100_000 {
-                        st.overruns.push(used.saturating_sub(info.budget));
+                        let over = used.saturating_sub(info.budget);
+                        st.overruns.push(over);
+                        if let (Some(k), Some(k0)) = (kernel, st.last_kernel) {
+                            let kover = k.saturating_sub(k0).saturating_sub(info.budget);
+                            st.kernel_overruns.push(kover);
+                            if over > 100_000 {
+                                st.outliers.push((now, over, kover));
+                            }
+                        }
                     }
                 }
                 st.last_replenish = Some((now, info.consumed));
+                st.last_kernel = kernel;
             }
         }
         // 3. Apply.
@@ -1333,6 +1374,12 @@ impl Runtime {
     }
 
     /// Overrun at detection (ns) of every throttle of a box's server on `cpu`.
+    /// Perf clock time of current members that the kernel says they did not run (host steal),
+    /// found so far and kept out of their charges, ns.
+    pub fn steal_found(&self) -> u64 {
+        self.members.values().map(|m| m.charge.stolen()).sum()
+    }
+
     pub fn detected_overruns(&self, box_name: &str, cpu: u32) -> Vec<u64> {
         self.stats
             .get(&(box_name.to_string(), cpu))
@@ -1417,52 +1464,4 @@ fn apply_one(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn boxes(q_us: u64, p_us: u64) -> Admission {
-        let specs: Vec<BoxSpec> = (0..4)
-            .map(|i| {
-                let mut b = BoxSpec::new(
-                    format!("O{i}"),
-                    rtbox_model::Interface::PerCpu {
-                        budget: q_us * 1000,
-                        period: p_us * 1000,
-                    },
-                );
-                b.cpus = Some(rtbox_model::CpuSet::parse("0-1").expect("cpus"));
-                b
-            })
-            .collect();
-        let system = System::new(Platform::with_cpus(2), specs, vec![]).expect("valid");
-        let adm = admit(&system);
-        assert!(
-            adm.admitted(),
-            "the reservations alone fit: {:?}",
-            adm.refusals
-        );
-        adm
-    }
-
-    /// Issue 5 (item 7): the loop's own CPU time is admitted with the reservations; 4 boxes of
-    /// 200 us / 1 ms on 2 CPUs fit the cap alone but not with the loop, and are refused with
-    /// the numbers; the same shares at 10 ms periods fit.
-    #[test]
-    fn loop_overhead_is_admitted_with_the_reservations() {
-        let err = loop_overhead_check(&boxes(200, 1000), DEFAULT_STEP_COST)
-            .expect_err("1 ms periods leave no room for the loop");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("CPU 0: reservations 0.8000 + enforcement loop 0.2400 (4 servers, 2 steps of 30 us per period) = 1.0400 > cap 0.9500"),
-            "{msg}"
-        );
-        assert!(loop_overhead_check(&boxes(2000, 10000), DEFAULT_STEP_COST).is_ok());
-        assert!(
-            loop_overhead_check(&boxes(200, 1000), 0).is_ok(),
-            "0 turns it off"
-        );
-    }
 }

@@ -15,7 +15,10 @@ pub mod servers;
 pub mod system;
 pub mod time;
 
-pub use admission::{admit, Admission, CpuLoad, FlatServer, Refusal, Role, SharedShare};
+pub use admission::{
+    admit, admit_with_loop, Admission, CpuLoad, FlatServer, Refusal, Role, SharedShare,
+    DEFAULT_LOOP_STEP, LOOP_STEPS_PER_PERIOD,
+};
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};
