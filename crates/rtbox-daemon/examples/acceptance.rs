@@ -51,9 +51,15 @@ fn main() {
                 }
                 if o.steal_ns > 0 {
                     println!(
-                        "| {} | (host steal kept out of the charges) | | {:.3} ms | |",
+                        "| {} | (perf time outside the kernel's accounting, refunded) | | {:.3} ms | |",
                         case.name,
                         o.steal_ns as f64 / 1e6
+                    );
+                }
+                if o.backstop_stops > 0 {
+                    println!(
+                        "| {} | (members stopped by the backstop, loop late) | | {} | |",
+                        case.name, o.backstop_stops
                     );
                 }
                 if std::env::var_os("RTBOX_CHARGED").is_some() {

@@ -50,6 +50,8 @@ pub struct Outcome {
     /// Perf clock time of the members that the kernel says they did not run (host steal),
     /// kept out of their charges, ns over the whole case.
     pub steal_ns: u64,
+    /// Members the per-CPU backstop stopped because the loop was late.
+    pub backstop_stops: u64,
     /// How late the loop woke after the time it asked for, ns (one sample per step).
     pub wake_late: Vec<u64>,
     /// How long each step took (charge, decide, apply), ns.
@@ -132,6 +134,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             // The kernel's own per-period figures, except where they would add to the measured
             // loop overhead.
             audit: !case.name.starts_with("overhead"),
+            backstop: std::env::var_os("RTBOX_NO_BACKSTOP").is_none(),
             ..RuntimeOptions::default()
         },
     )
@@ -286,6 +289,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         }
     }
     let steal_ns = rt.steal_found();
+    let backstop_stops = rt.backstop_stops();
     rt.shutdown();
     let _ = sched::set_attr(0, &SchedAttr::other(0));
     for l in rt.log.drain(..) {
@@ -303,6 +307,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         detected,
         audit,
         steal_ns,
+        backstop_stops,
         wake_late,
         step_ns,
         loop_cpu: (loop_ns - l0) as f64 / wall,

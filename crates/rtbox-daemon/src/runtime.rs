@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use crate::backstop::{Backstop, Handle, Stop};
 use crate::charge::MemberCharge;
 use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId, TaskParams};
 use rtbox_linux::cgroup::{self, Layout};
@@ -68,7 +70,7 @@ struct Member {
     /// Its stat file kept open (state polled every step without reopening).
     stat: Option<procfs::StatFile>,
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
-    freeze: Option<std::fs::File>,
+    freeze: Option<Arc<std::fs::File>>,
     snapshot: ThreadSnapshot,
 }
 
@@ -125,8 +127,9 @@ pub struct ServerStats {
     /// Overrun already consumed when the loop detected the exhaustion, in ns (capped list):
     /// the part of `overruns` due to detection delay; the rest is the stop latency.
     pub detected: Vec<u64>,
-    /// With [`RuntimeOptions::audit`]: the members' kernel CPU time at the last replenishment.
-    last_kernel: Option<u64>,
+    /// With [`RuntimeOptions::audit`]: the members charged to the server and their kernel CPU
+    /// time at the last replenishment.
+    last_kernel: Option<(Vec<i32>, u64)>,
     /// With [`RuntimeOptions::audit`]: the overrun of each throttled period by the kernel's
     /// own accounting (see [`procfs::sum_exec_runtime`]), ns.
     pub kernel_overruns: Vec<u64>,
@@ -182,6 +185,9 @@ pub struct RuntimeOptions {
     /// Experiments: also measure every period with the kernel's accounting, read while the
     /// members are frozen (one schedstat read per member and replenishment).
     pub audit: bool,
+    /// Per-CPU backstop threads that stop members at planned exhaustions when the loop is late
+    /// (see `backstop.rs`).
+    pub backstop: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -194,6 +200,7 @@ impl Default for RuntimeOptions {
             step_cost: DEFAULT_STEP_COST,
             follow: true,
             audit: false,
+            backstop: true,
         }
     }
 }
@@ -230,6 +237,9 @@ pub struct Runtime {
     /// The loop thread pinned by [`Runtime::follow_exhaustion`]: (tid, original affinity,
     /// current CPU).
     loop_pin: Option<(i32, Vec<u32>, u32)>,
+    /// Stops members at planned exhaustions while the loop cannot run.
+    backstop: Option<Backstop>,
+    backstop_stops: u64,
 }
 
 fn core_options() -> Options {
@@ -293,7 +303,22 @@ impl Runtime {
                 None
             }
         };
+        // The backstop freezes, which needs cgroup v2.
+        let backstop = if opts.backstop && layout.v2.is_some() {
+            let cpus: Vec<u32> = platform.cpus.iter().collect();
+            match Backstop::start(&cpus) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    log.push(format!("backstop threads: {e}; running without"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(Runtime {
+            backstop,
+            backstop_stops: 0,
             layout,
             platform,
             specs,
@@ -672,6 +697,11 @@ impl Runtime {
         };
         let now = self.now();
         let _ = self.sched.block(now, m.task);
+        // No backstop may stop it once thawed: withdraw every plan (the next step publishes
+        // new ones); a stop it made before is thawed just below.
+        if let Some(b) = self.backstop.as_mut() {
+            b.publish(Vec::new());
+        }
         if let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) {
             let _ = cgroup::freeze_thread(&dir, tid, false);
         }
@@ -735,6 +765,8 @@ impl Runtime {
 
     /// Restore everything and clear the journal (stop, SIGTERM, SIGINT).
     pub fn shutdown(&mut self) {
+        // First the backstop threads, so that nothing is stopped after it is released.
+        self.backstop = None;
         let tids: Vec<i32> = self.members.keys().copied().collect();
         for t in tids {
             self.release(t);
@@ -1080,13 +1112,29 @@ impl Runtime {
                 let info = self.sched.server(server);
                 let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
                 let st = self.stats.entry(key).or_default();
-                // Members verifiably off CPU at both ends of the period only.
-                let kernel = if self.opts.audit {
-                    self.members
-                        .values_mut()
-                        .filter(|m| m.charge_to == Some(server))
-                        .map(|m| m.kernel_time_off_cpu())
-                        .sum::<Option<u64>>()
+                // Pinned boxes only, and only periods with the same members at both ends,
+                // verifiably off CPU then: a member that moves between servers spends part of
+                // its kernel time elsewhere.
+                let pinned = self
+                    .specs
+                    .iter()
+                    .find(|b| Some(b.name.as_str()) == info.box_name)
+                    .is_some_and(|b| {
+                        b.placement == rtbox_model::Placement::Pinned
+                            || self.sched.box_servers(&b.name).len() == 1
+                    });
+                let kernel = if self.opts.audit && pinned {
+                    let mut tids = Vec::new();
+                    let sum = self
+                        .members
+                        .iter_mut()
+                        .filter(|(_, m)| m.charge_to == Some(server))
+                        .map(|(t, m)| {
+                            tids.push(*t);
+                            m.kernel_time_off_cpu()
+                        })
+                        .sum::<Option<u64>>();
+                    sum.filter(|_| !tids.is_empty()).map(|k| (tids, k))
                 } else {
                     None
                 };
@@ -1097,11 +1145,13 @@ impl Runtime {
                     if gap.abs_diff(info.period) <= info.period / 4 && st.overruns.len() < 100_000 {
                         let over = used.saturating_sub(info.budget);
                         st.overruns.push(over);
-                        if let (Some(k), Some(k0)) = (kernel, st.last_kernel) {
-                            let kover = k.saturating_sub(k0).saturating_sub(info.budget);
-                            st.kernel_overruns.push(kover);
-                            if over > 100_000 {
-                                st.outliers.push((now, over, kover));
+                        if let (Some((t1, k)), Some((t0, k0))) = (&kernel, &st.last_kernel) {
+                            let kover = k.saturating_sub(*k0).saturating_sub(info.budget);
+                            if t1 == t0 {
+                                st.kernel_overruns.push(kover);
+                                if over > 100_000 {
+                                    st.outliers.push((now, over, kover));
+                                }
                             }
                         }
                     }
@@ -1110,8 +1160,92 @@ impl Runtime {
                 st.last_kernel = kernel;
             }
         }
-        // 3. Apply.
+        // 3. Apply, and leave the backstop its plan; undo what it did if the loop decided
+        // otherwise.
         self.apply();
+        if self.publish_backstop(now) {
+            self.apply();
+            self.publish_backstop(now);
+        }
+    }
+
+    /// Leaves each CPU's backstop the planned exhaustions of the hard-mode servers that run
+    /// there (EDF order, each running its budget out in turn) with their members' freeze
+    /// handles, and takes back the members it stopped since the last step. Returns whether it
+    /// had stopped any (their recorded state is then "frozen", so the next apply thaws them if
+    /// the loop decides so).
+    fn publish_backstop(&mut self, now: Nanos) -> bool {
+        let Some(b) = self.backstop.as_mut() else {
+            return false;
+        };
+        // Per server: whether a member is ready, and the members' handles.
+        let mut by_server: BTreeMap<ServerId, (bool, Vec<Handle>)> = BTreeMap::new();
+        for (tid, m) in self.members.iter_mut() {
+            let (Some(s), Some(a)) = (m.charge_to, m.applied.as_ref()) else {
+                continue;
+            };
+            if a.frozen {
+                continue;
+            }
+            if m.freeze.is_none() {
+                m.freeze = cgroup::freeze_dir(&self.layout, m.pid)
+                    .and_then(|d| cgroup::open_freeze(&d, *tid))
+                    .map(Arc::new);
+            }
+            let e = by_server.entry(s).or_default();
+            e.0 |= m.ready;
+            if let Some(f) = &m.freeze {
+                e.1.push((*tid, f.clone()));
+            }
+        }
+        let hard: BTreeSet<&str> = self
+            .specs
+            .iter()
+            .filter(|b| b.mode == Mode::Hard && !b.interface.is_shared())
+            .map(|b| b.name.as_str())
+            .collect();
+        let mut per_cpu: BTreeMap<u32, Vec<(Nanos, ServerId)>> = BTreeMap::new();
+        for (s, (ready, _)) in &by_server {
+            let info = self.sched.server(*s);
+            if *ready && !info.throttled {
+                per_cpu
+                    .entry(info.cpu)
+                    .or_default()
+                    .push((info.deadline, *s));
+            }
+        }
+        let mut plans = Vec::new();
+        for (cpu, mut servers) in per_cpu {
+            servers.sort();
+            let mut t = now;
+            let mut stops = Vec::new();
+            for (_, s) in servers {
+                let info = self.sched.server(s);
+                t += u64::try_from(info.runtime.max(0)).unwrap_or(0);
+                if hard.contains(info.box_name.unwrap_or("")) {
+                    if let Some((_, members)) = by_server.remove(&s) {
+                        stops.push(Stop {
+                            at: self.epoch + t,
+                            members,
+                        });
+                    }
+                }
+            }
+            plans.push((cpu, stops));
+        }
+        let report = b.publish(plans);
+        for tid in &report {
+            if let Some(a) = self.members.get_mut(tid).and_then(|m| m.applied.as_mut()) {
+                a.frozen = true;
+            }
+        }
+        self.backstop_stops += report.len() as u64;
+        !report.is_empty()
+    }
+
+    /// Members the backstop stopped because the loop was late (see `backstop.rs`).
+    pub fn backstop_stops(&self) -> u64 {
+        self.backstop_stops
     }
 
     /// Map the core's state onto the threads.
@@ -1414,13 +1548,13 @@ pub fn shared_nice(weight: u32, max_weight: u32) -> i32 {
 /// Freeze or thaw through the member's kept-open `cgroup.freeze` (opened on first use); on any
 /// failure the handle is dropped and the path-based write decides (and reports) the outcome.
 fn freeze_fast(
-    handle: &mut Option<std::fs::File>,
+    handle: &mut Option<Arc<std::fs::File>>,
     dir: &std::path::Path,
     tid: i32,
     frozen: bool,
 ) -> Result<(), LinuxError> {
     if handle.is_none() {
-        *handle = cgroup::open_freeze(dir, tid);
+        *handle = cgroup::open_freeze(dir, tid).map(Arc::new);
     }
     if let Some(f) = handle.as_ref() {
         if cgroup::freeze_write(f, frozen).is_ok() {
@@ -1437,7 +1571,7 @@ fn apply_one(
     prev: Option<&Applied>,
     want: &Applied,
     freeze_dir: Option<&std::path::Path>,
-    handle: &mut Option<std::fs::File>,
+    handle: &mut Option<Arc<std::fs::File>>,
 ) -> Result<(), LinuxError> {
     let was_frozen = prev.is_some_and(|p| p.frozen);
     // A kept handle proves the freeze group exists (saves a stat per decision).

@@ -69,11 +69,17 @@ fn hogs_get_their_reservation() {
             // The stop takes microseconds; half the periods must end within 1 ms past Q.
             assert!(p50 < 1_000_000, "median overrun {p50} ns");
         }
-        // Hard mode freezes the hog every period: the kernel's figures are read then, exactly.
-        assert!(!o.audit.is_empty(), "{want}: no period read off CPU");
+        // Hard mode freezes the hog every period: the kernel's figures are read then, exactly
+        // (for members that stay on one server: not with global placement on 2 CPUs).
+        if !want.contains("global") {
+            assert!(!o.audit.is_empty(), "{want}: no period read off CPU");
+        }
         for a in &o.audit {
             let p50 = percentile(&a.overruns, 50.0);
-            assert!(p50 < 1_000_000, "{want}: median overrun by the kernel {p50} ns");
+            assert!(
+                p50 < 1_000_000,
+                "{want}: median overrun by the kernel {p50} ns"
+            );
         }
         // Steal is found only in pairs read off CPU. A pair read while the hog ran would find
         // up to a 4 ms tick per period; real steal here is ~0.02 % of the time.
@@ -205,4 +211,115 @@ fn process_events_alone_add_children_and_drop_exits() {
         left.is_empty(),
         "exited members {left:?} still managed (child {child})"
     );
+}
+
+fn schedstat_ns(tid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Steps the runtime as its loop would, for `d`.
+fn drive(rt: &mut Runtime, d: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        let now = rt.now();
+        rt.step(now);
+        let next = rt.next_wakeup(now);
+        std::thread::sleep(Duration::from_nanos(
+            next.saturating_sub(rt.now()).max(50_000),
+        ));
+    }
+}
+
+/// A test's own hog, killed even when the test fails (it may be left at SCHED_FIFO then).
+struct Hog(std::process::Child);
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 5, item 3: when the loop cannot run (the kernel's fair server stalled it for 53 ms in
+/// the isolation experiment), the per-CPU backstop stops a member at its planned exhaustion; a
+/// hog alone on its CPU would otherwise run the whole stall (measured without the backstop:
+/// 199.8 ms of a 200 ms stall).
+#[test]
+fn a_stalled_loop_is_backed_up_per_cpu() {
+    if !root_or_skip("a_stalled_loop_is_backed_up_per_cpu") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spec = BoxSpec::new(
+        "A",
+        Interface::PerCpu {
+            budget: 20_000_000,
+            period: 100_000_000,
+        },
+    );
+    spec.cpus = Some(rtbox_model::CpuSet::parse("1").expect("cpus"));
+    let mut rt = Runtime::new(
+        Platform::with_cpus(2),
+        vec![spec],
+        RuntimeOptions {
+            state_file: state_file("backstop"),
+            ..RuntimeOptions::default()
+        },
+    )
+    .expect("runtime");
+    let hog = Hog(Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("spawn"));
+    let pid = hog.0.id() as i32;
+    rt.attach("A", Target::Pid(pid)).expect("attach");
+    drive(&mut rt, Duration::from_millis(250));
+    // Wait, stepping, until the hog runs with most of a fresh budget.
+    let t0 = Instant::now();
+    let left = loop {
+        let now = rt.now();
+        rt.step(now);
+        let row = rt
+            .server_rows()
+            .into_iter()
+            .find(|r| r.box_name == "A")
+            .expect("server of A");
+        if !row.throttled && row.runtime > 12_000_000 {
+            break row.runtime as u64;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "no fresh budget seen"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    // The loop stalls for 200 ms.
+    let k0 = schedstat_ns(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    let ran = schedstat_ns(pid).saturating_sub(k0);
+    eprintln!(
+        "stalled loop: the hog ran {:.2} ms of its {:.2} ms budget left",
+        ran as f64 / 1e6,
+        left as f64 / 1e6
+    );
+    // schedstat lags up to a 4 ms tick while the hog runs (k0): 5 ms of tolerance, against the
+    // 200 ms it would run without the backstop.
+    let stalled_ok = ran <= left + 5_000_000;
+    rt.step(rt.now());
+    let stops = rt.backstop_stops();
+    // The loop is back: the hog gets its share again (0.2 CPU; nothing left frozen).
+    let k1 = schedstat_ns(pid);
+    drive(&mut rt, Duration::from_millis(500));
+    let share = schedstat_ns(pid).saturating_sub(k1) as f64 / 0.5e9;
+    eprintln!("after the stall: {share:.3} CPU");
+    rt.shutdown();
+    let state = rtbox_linux::procfs::stat(pid).expect("hog alive").state;
+    drop(hog);
+    assert!(stalled_ok, "ran {ran} ns with {left} ns left");
+    assert!(stops >= 1, "the backstop did not report its stop");
+    assert!((0.1..0.35).contains(&share), "share {share}");
+    assert_eq!(state, 'R', "the hog was left stopped");
 }
