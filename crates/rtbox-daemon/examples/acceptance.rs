@@ -61,6 +61,9 @@ fn main() {
                         "| {} | (members stopped by the backstop, loop late) | | {} | |",
                         case.name, o.backstop_stops
                     );
+                    if std::env::var_os("RTBOX_CHARGED").is_some() {
+                        println!("backstop stops at (s): {:.3?}", o.backstop_times);
+                    }
                 }
                 if std::env::var_os("RTBOX_CHARGED").is_some() {
                     println!("charged by the core: {:?}", o.charged);

@@ -53,6 +53,9 @@ struct Shared {
 /// The per-CPU backstop threads and their plans.
 pub struct Backstop {
     cpus: Vec<u32>,
+    /// Written by a backstop thread after it stopped members: wakes the loop (if it can run,
+    /// its plan was stale, and it must look at once).
+    wake: Arc<OwnedFd>,
     shared: Arc<Mutex<Shared>>,
     timers: Vec<Arc<OwnedFd>>,
     threads: Vec<JoinHandle<()>>,
@@ -104,7 +107,15 @@ impl Backstop {
             plans: vec![Vec::new(); cpus.len()],
             ..Shared::default()
         }));
+        // SAFETY: plain syscall; the result is checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(LinuxError::last("eventfd", 0));
+        }
+        // SAFETY: efd is a fresh descriptor we own.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let mut b = Backstop {
+            wake,
             cpus: cpus.to_vec(),
             shared,
             timers: Vec::new(),
@@ -113,7 +124,7 @@ impl Backstop {
         };
         for (i, &cpu) in cpus.iter().enumerate() {
             let fd = Arc::new(timerfd()?);
-            let (shared, timer) = (b.shared.clone(), fd.clone());
+            let (shared, timer, wake) = (b.shared.clone(), fd.clone(), b.wake.clone());
             let (tx, rx) = std::sync::mpsc::channel();
             let h = std::thread::Builder::new()
                 .name(format!("rtbox-backstop{cpu}"))
@@ -122,7 +133,7 @@ impl Backstop {
                     let ok = sched::set_affinity(tid, &[cpu])
                         .and_then(|_| sched::set_attr(tid, &SchedAttr::fifo(BACKSTOP_PRIO)));
                     let _ = tx.send(ok);
-                    watch(i, &shared, &timer);
+                    watch(i, &shared, &timer, &wake);
                 })
                 .map_err(|e| LinuxError::Invalid(format!("backstop thread: {e}")))?;
             b.timers.push(fd);
@@ -159,6 +170,31 @@ impl Backstop {
         report
     }
 
+    /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members.
+    pub fn sleep_until(&self, deadline: u64) {
+        let now = rtbox_linux::monotonic_ns();
+        if deadline <= now {
+            return;
+        }
+        let d = deadline - now;
+        let ts = libc::timespec {
+            tv_sec: (d / 1_000_000_000) as libc::time_t,
+            tv_nsec: (d % 1_000_000_000) as libc::c_long,
+        };
+        let mut pfd = libc::pollfd {
+            fd: self.wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, a valid timeout, no signal mask change.
+        let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        if r > 0 {
+            let mut buf = [0u8; 8];
+            // SAFETY: 8 writable bytes, the size of an eventfd counter.
+            unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        }
+    }
+
     /// How many times a backstop thread stopped members (the loop was late by more than
     /// [`SLACK`] at a planned exhaustion).
     pub fn fired(&self) -> u64 {
@@ -167,7 +203,7 @@ impl Backstop {
 }
 
 /// A backstop thread: sleep on the timer; when it fires, stop every planned group that is due.
-fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd) {
+fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, wake: &OwnedFd) {
     loop {
         let mut buf = [0u8; 8];
         // SAFETY: buf is 8 writable bytes, the size of a timerfd expiry count.
@@ -200,6 +236,10 @@ fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd) {
         if let Some(next) = g.plans[i].first() {
             arm(timer, next.at + SLACK);
         }
+        drop(g);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: 8 readable bytes, the size of an eventfd increment.
+        unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 }
 

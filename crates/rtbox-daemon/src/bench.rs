@@ -52,6 +52,8 @@ pub struct Outcome {
     pub steal_ns: u64,
     /// Members the per-CPU backstop stopped because the loop was late.
     pub backstop_stops: u64,
+    /// When the loop took back each backstop stop, seconds since the runtime started.
+    pub backstop_times: Vec<f64>,
     /// How late the loop woke after the time it asked for, ns (one sample per step).
     pub wake_late: Vec<u64>,
     /// How long each step took (charge, decide, apply), ns.
@@ -234,7 +236,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             );
         }
         asked = Some(next);
-        rtbox_linux::sleep_until(next);
+        rt.sleep_until(next);
     }
     // Read everything while still above the members: once this thread drops its priority,
     // unthrottled FIFO members could delay it (and the reads) for up to RT throttling's 50 ms.
@@ -290,6 +292,11 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     }
     let steal_ns = rt.steal_found();
     let backstop_stops = rt.backstop_stops();
+    let backstop_times = rt
+        .backstop_times()
+        .iter()
+        .map(|t| *t as f64 / 1e9)
+        .collect();
     rt.shutdown();
     let _ = sched::set_attr(0, &SchedAttr::other(0));
     for l in rt.log.drain(..) {
@@ -308,6 +315,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         audit,
         steal_ns,
         backstop_stops,
+        backstop_times,
         wake_late,
         step_ns,
         loop_cpu: (loop_ns - l0) as f64 / wall,

@@ -236,7 +236,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         }
         let next = rt.next_wakeup(rt.now());
         rt.follow_exhaustion();
-        rtbox_linux::sleep_until(rt.to_monotonic(next));
+        rt.sleep_until(rt.to_monotonic(next));
     }
     eprintln!("rtbox daemon: stopping, restoring every managed thread");
     rt.shutdown();

@@ -240,6 +240,7 @@ pub struct Runtime {
     /// Stops members at planned exhaustions while the loop cannot run.
     backstop: Option<Backstop>,
     backstop_stops: u64,
+    backstop_times: Vec<Nanos>,
 }
 
 fn core_options() -> Options {
@@ -319,6 +320,7 @@ impl Runtime {
         Ok(Runtime {
             backstop,
             backstop_stops: 0,
+            backstop_times: Vec::new(),
             layout,
             platform,
             specs,
@@ -1240,7 +1242,23 @@ impl Runtime {
             }
         }
         self.backstop_stops += report.len() as u64;
+        if !report.is_empty() && self.backstop_times.len() < 10_000 {
+            self.backstop_times.push(now);
+        }
         !report.is_empty()
+    }
+
+    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop wakes it early.
+    pub fn sleep_until(&self, deadline: u64) {
+        match &self.backstop {
+            Some(b) => b.sleep_until(deadline),
+            None => rtbox_linux::sleep_until(deadline),
+        }
+    }
+
+    /// When the backstop's stops were taken back by the loop (core time), for figures.
+    pub fn backstop_times(&self) -> &[Nanos] {
+        &self.backstop_times
     }
 
     /// Members the backstop stopped because the loop was late (see `backstop.rs`).
