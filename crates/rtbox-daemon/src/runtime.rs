@@ -59,6 +59,8 @@ struct Member {
     /// When the last (perf, kernel) pair was taken; whether one was taken in this freeze.
     paired_at: Nanos,
     paired_frozen: bool,
+    /// When the loop thawed it, until it is seen running (see [`THAW_GRACE`]).
+    thawed_at: Option<Nanos>,
     /// Original RT priority (0 for normal threads): the box keeps their relative order.
     local_prio: u32,
     /// The server charged for its CPU time until the next decision.
@@ -91,6 +93,12 @@ impl Member {
         (c.read().ok()? == p1).then_some(k)
     }
 }
+
+/// How long a member the loop thawed counts as ready without being seen running. A thaw wakes
+/// the thread at once, but on an idle vCPU the wake-up waits until the host runs that vCPU
+/// (measured up to ~1 ms here), and /proc shows the thread sleeping meanwhile; taken as
+/// blocked, it then ran unseen until the next poll: one period 933-958 us over Q.
+const THAW_GRACE: Nanos = 2_000_000;
 
 /// How often a blocked member's charge is reconciled with the kernel's accounting.
 const PAIR_EVERY: Nanos = 20_000_000;
@@ -678,6 +686,7 @@ impl Runtime {
                     schedstat: procfs::SchedstatFile::open(tid).ok(),
                     paired_at: 0,
                     paired_frozen: false,
+                    thawed_at: None,
                     local_prio,
                     charge_to: None,
                     last_server: None,
@@ -1055,6 +1064,9 @@ impl Runtime {
                 if let Ok(v) = c.read() {
                     let d = m.charge.advance(v);
                     if d > 0 {
+                        m.thawed_at = None;
+                    }
+                    if d > 0 {
                         if let Some(s) = m.charge_to {
                             let _ = self.sched.charge(now, s, d);
                         }
@@ -1080,7 +1092,13 @@ impl Runtime {
             if !frozen {
                 m.paired_frozen = false;
             }
+            // A member thawed but not yet seen running counts as ready: its wake-up may still
+            // wait on its (idle) vCPU, while /proc shows it sleeping.
+            let thawing = m
+                .thawed_at
+                .is_some_and(|t| now.saturating_sub(t) < THAW_GRACE);
             let ready = frozen
+                || thawing
                 || match m.stat.as_mut() {
                     Some(f) => f.runnable(),
                     None => procfs::stat(*tid).map(|s| s.runnable()).unwrap_or(false),
@@ -1268,6 +1286,7 @@ impl Runtime {
 
     /// Map the core's state onto the threads.
     fn apply(&mut self) {
+        let now = self.now();
         // EDF rank of non-throttled servers per CPU.
         let mut by_cpu: BTreeMap<u32, Vec<(Nanos, ServerId)>> = BTreeMap::new();
         for i in 0..self.sched.server_count() {
@@ -1427,6 +1446,9 @@ impl Runtime {
                 freeze_dir.as_deref(),
                 &mut m.freeze,
             );
+            if prev.as_ref().is_some_and(|p| p.frozen) && !desired.frozen {
+                m.thawed_at = Some(now);
+            }
             match r {
                 Ok(()) => m.applied = Some(desired),
                 Err(e) if e.is_gone() => gone.push(*tid),
