@@ -710,9 +710,7 @@ impl Runtime {
         let _ = self.sched.block(now, m.task);
         // No backstop may stop it once thawed: withdraw every plan (the next step publishes
         // new ones); a stop it made before is thawed just below.
-        if let Some(b) = self.backstop.as_mut() {
-            b.publish(Vec::new());
-        }
+        self.withdraw_backstop();
         if let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) {
             let _ = cgroup::freeze_thread(&dir, tid, false);
         }
@@ -1254,7 +1252,22 @@ impl Runtime {
             plans.push((cpu, stops));
         }
         let report = b.publish(plans);
-        for tid in &report {
+        self.take_backstop_report(now, &report);
+        !report.is_empty()
+    }
+
+    /// Withdraws every backstop plan (a member is being released); members it had stopped are
+    /// recorded as frozen, so the next apply thaws them if they should run.
+    fn withdraw_backstop(&mut self) {
+        if let Some(b) = self.backstop.as_mut() {
+            let report = b.publish(Vec::new());
+            let now = self.now();
+            self.take_backstop_report(now, &report);
+        }
+    }
+
+    fn take_backstop_report(&mut self, now: Nanos, report: &[i32]) {
+        for tid in report {
             if let Some(a) = self.members.get_mut(tid).and_then(|m| m.applied.as_mut()) {
                 a.frozen = true;
             }
@@ -1263,7 +1276,6 @@ impl Runtime {
         if !report.is_empty() && self.backstop_times.len() < 10_000 {
             self.backstop_times.push(now);
         }
-        !report.is_empty()
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop wakes it early.
