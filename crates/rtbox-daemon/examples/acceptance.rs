@@ -51,7 +51,7 @@ fn main() {
                 }
                 if o.steal_ns > 0 {
                     println!(
-                        "| {} | (perf time outside the kernel's accounting, refunded) | | {:.3} ms | |",
+                        "| {} | (perf time outside the kernel's accounting: steal, switch edges) | | {:.3} ms | |",
                         case.name,
                         o.steal_ns as f64 / 1e6
                     );
