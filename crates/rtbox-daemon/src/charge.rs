@@ -9,8 +9,8 @@
 //! So the two are combined: every read of the perf clock is charged at once, and whenever the
 //! member is seen off CPU the pair (perf, kernel) is taken; the perf time since the last pair
 //! that the kernel did not count is steal (and the perf clock's share of context switches),
-//! refunded to the server (`Scheduler::refund`, never beyond a full budget) when the runtime
-//! knows which server paid for it and that server has throttled. Measured here: a 282 us steal
+//! refunded to the server (`Scheduler::refund`, never beyond a full budget) once the member's
+//! server has throttled. Measured here: a 282 us steal
 //! charged as a budget overrun that the kernel showed as none.
 
 /// One member's charge state. Pure: readings come in, charges and steal come out.

@@ -59,8 +59,6 @@ struct Member {
     /// When the last (perf, kernel) pair was taken; whether one was taken in this freeze.
     paired_at: Nanos,
     paired_frozen: bool,
-    /// Which servers were charged for it since the last (perf, kernel) pair.
-    charged_since_pair: Charged,
     /// When the loop thawed it, until it is seen running (see [`THAW_GRACE`]).
     thawed_at: Option<Nanos>,
     /// Original RT priority (0 for normal threads): the box keeps their relative order.
@@ -76,14 +74,6 @@ struct Member {
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     freeze: Option<Arc<std::fs::File>>,
     snapshot: ThreadSnapshot,
-}
-
-/// The servers a member was charged to over a stretch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Charged {
-    Nothing,
-    One(ServerId),
-    Several,
 }
 
 impl Member {
@@ -697,7 +687,6 @@ impl Runtime {
                     paired_at: 0,
                     paired_frozen: false,
                     thawed_at: None,
-                    charged_since_pair: Charged::Nothing,
                     local_prio,
                     charge_to: None,
                     last_server: None,
@@ -1076,11 +1065,6 @@ impl Runtime {
                         m.thawed_at = None;
                         if let Some(s) = m.charge_to {
                             let _ = self.sched.charge(now, s, d);
-                            m.charged_since_pair = match m.charged_since_pair {
-                                Charged::Nothing => Charged::One(s),
-                                Charged::One(x) if x == s => Charged::One(s),
-                                _ => Charged::Several,
-                            };
                         }
                     }
                     // Off CPU (frozen, or blocked when last seen): take a (perf, kernel) pair
@@ -1094,16 +1078,15 @@ impl Runtime {
                         if let Some(steal) = m.take_pair(v) {
                             m.paired_at = now;
                             m.paired_frozen = frozen;
-                            // Refund only where it cannot lift a period above Q: to the one
-                            // server charged since the last pair, once it throttled (its
-                            // budget is then the next period's, untouched). A member that
-                            // blocked by itself, or ran on several servers, keeps the charge.
-                            if let Charged::One(s) = m.charged_since_pair {
+                            // Refund only where it cannot lift a period above Q: to the server
+                            // that throttled the member (its budget is then the next period's,
+                            // untouched, and the refund stops at Q). A member that blocked by
+                            // itself keeps the charge: its server may be mid-period.
+                            if let Some(s) = m.charge_to.or(m.last_server) {
                                 if frozen && steal > 0 && self.sched.server(s).throttled {
                                     let _ = self.sched.refund(s, steal);
                                 }
                             }
-                            m.charged_since_pair = Charged::Nothing;
                         }
                     }
                 }
