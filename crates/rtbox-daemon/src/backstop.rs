@@ -19,6 +19,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use rtbox_linux::perf::TaskClock;
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::{cgroup, LinuxError};
 
@@ -29,14 +30,43 @@ pub const BACKSTOP_PRIO: u32 = 97;
 /// The loop's own wake-up is 10-50 us late here; a stop takes ~35 us more.
 pub const SLACK: u64 = 100_000;
 
-/// A member as the backstop knows it: its tid and its kept-open `cgroup.freeze`.
-pub type Handle = (i32, Arc<File>);
+/// A member as the backstop knows it.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    pub tid: i32,
+    /// Its kept-open `cgroup.freeze`.
+    pub freeze: Arc<File>,
+    /// Its perf task clock, and the reading the loop last charged.
+    pub clock: Arc<TaskClock>,
+    pub charged: u64,
+}
 
-/// One planned exhaustion: at CLOCK_MONOTONIC `at`, these members stop.
+/// One planned exhaustion: the members of a server with `budget` left (ns of their perf clocks
+/// beyond the readings already charged) stop at CLOCK_MONOTONIC `at` if they ran without pause.
+/// When the backstop fires it checks the clocks: members preempted meanwhile (by the loop
+/// itself, or a more urgent server) have budget left, and their stop moves later instead.
 #[derive(Debug, Clone)]
 pub struct Stop {
     pub at: u64,
+    pub budget: u64,
     pub members: Vec<Handle>,
+}
+
+impl Stop {
+    /// Budget left now by the members' clocks (0 when spent; an unreadable clock counts as
+    /// spent).
+    fn left(&self) -> u64 {
+        let used = self
+            .members
+            .iter()
+            .map(|h| {
+                h.clock
+                    .read()
+                    .map_or(u64::MAX / 4, |v| v.saturating_sub(h.charged))
+            })
+            .fold(0u64, |a, b| a.saturating_add(b));
+        self.budget.saturating_sub(used)
+    }
 }
 
 #[derive(Default)]
@@ -216,26 +246,33 @@ fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, wake: &OwnedFd) {
             return;
         }
         let now = rtbox_linux::monotonic_ns();
-        let due = g.plans[i]
-            .iter()
-            .take_while(|s| s.at + SLACK <= now)
-            .count();
-        if due == 0 {
-            continue;
-        }
         let mut froze = Vec::new();
-        for s in g.plans[i].drain(..due) {
-            for (tid, f) in s.members {
-                if cgroup::freeze_write(&f, true).is_ok() {
-                    froze.push(tid);
+        // Stops in plan order: a server runs only once those before it are spent.
+        while let Some(first) = g.plans[i].first_mut() {
+            if first.at + SLACK > now {
+                break;
+            }
+            let left = first.left();
+            if left > 0 {
+                // Not spent: preempted meanwhile. It cannot be spent before `left` from now.
+                first.at = (now + left).saturating_sub(SLACK).max(now + 1);
+                break;
+            }
+            let s = g.plans[i].remove(0);
+            for h in s.members {
+                if cgroup::freeze_write(&h.freeze, true).is_ok() {
+                    froze.push(h.tid);
                 }
             }
         }
-        g.fired += 1;
-        g.report.extend(froze);
         if let Some(next) = g.plans[i].first() {
             arm(timer, next.at + SLACK);
         }
+        if froze.is_empty() {
+            continue;
+        }
+        g.fired += 1;
+        g.report.extend(froze);
         drop(g);
         let one = 1u64.to_ne_bytes();
         // SAFETY: 8 readable bytes, the size of an eventfd increment.
@@ -260,28 +297,39 @@ mod tests {
     use super::*;
 
     /// Issue 5: with the loop silent, a planned exhaustion is enforced by the backstop within
-    /// the slack, and the loop learns of it from the next publish.
+    /// the slack and reported once; a server whose members did not spend their budget (they
+    /// were preempted) is not stopped; a withdrawn plan never fires.
     #[test]
-    fn a_due_stop_is_enforced_and_reported() {
+    fn a_spent_budget_is_stopped_and_reported_an_unspent_one_is_not() {
         if !rtbox_linux::is_root() {
             eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
             return;
         }
+        let clock = match TaskClock::open(sched::gettid()) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                eprintln!("skipping: perf task clock unavailable here ({e})");
+                return;
+            }
+        };
         let mut b = Backstop::start(&[0]).expect("backstop");
         // A stand-in for a member's cgroup.freeze: a plain file records what was written.
         let path = std::env::temp_dir().join(format!("rtbox-backstop-{}", std::process::id()));
-        std::fs::write(&path, b"0").unwrap();
+        let reset = || std::fs::write(&path, b"0").unwrap();
+        reset();
         let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
-        let at = rtbox_linux::monotonic_ns() + 2_000_000;
-        assert!(b
-            .publish(vec![(
-                0,
-                vec![Stop {
-                    at,
-                    members: vec![(4242, f.clone())]
-                }]
-            )])
-            .is_empty());
+        let stop = |budget: u64| Stop {
+            at: rtbox_linux::monotonic_ns() + 2_000_000,
+            budget,
+            members: vec![Handle {
+                tid: 4242,
+                freeze: f.clone(),
+                clock: clock.clone(),
+                charged: clock.read().unwrap(),
+            }],
+        };
+        // Spent: this thread sleeps, so its clock barely moves; a budget of 0 is spent.
+        assert!(b.publish(vec![(0, vec![stop(0)])]).is_empty());
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(
             std::fs::read(&path).unwrap(),
@@ -291,16 +339,18 @@ mod tests {
         assert_eq!(b.fired(), 1);
         assert_eq!(b.publish(vec![]), vec![4242], "reported once");
         assert!(b.publish(vec![]).is_empty());
-        // A plan replaced before it is due never fires.
-        std::fs::write(&path, b"0").unwrap();
-        let at = rtbox_linux::monotonic_ns() + 20_000_000;
-        b.publish(vec![(
-            0,
-            vec![Stop {
-                at,
-                members: vec![(4242, f)],
-            }],
-        )]);
+        // Not spent: 1 s of budget, and the "member" (this thread) hardly runs.
+        reset();
+        b.publish(vec![(0, vec![stop(1_000_000_000)])]);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"0",
+            "an unspent budget was stopped"
+        );
+        assert!(b.publish(vec![]).is_empty());
+        // Withdrawn before it is due: never fires.
+        b.publish(vec![(0, vec![stop(0)])]);
         b.publish(vec![]);
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(std::fs::read(&path).unwrap(), b"0");

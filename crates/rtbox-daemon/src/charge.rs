@@ -40,6 +40,11 @@ impl MemberCharge {
         d
     }
 
+    /// The last perf clock reading charged.
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
     /// A pair read while the member was off CPU (the perf clock did not move around the kernel
     /// read). Returns the steal since the previous pair: perf time the kernel did not count.
     pub fn reconcile(&mut self, perf: u64, kernel: u64) -> u64 {

@@ -51,7 +51,7 @@ struct Member {
     pid: i32,
     box_name: String,
     task: TaskId,
-    clock: Option<TaskClock>,
+    clock: Option<Arc<TaskClock>>,
     /// Its perf clock readings turned into charges, less steal found off CPU.
     charge: MemberCharge,
     /// Its schedstat kept open: the kernel's CPU time, read when it is off CPU.
@@ -668,7 +668,7 @@ impl Runtime {
             let local_prio = if s.attr.is_rt() { s.attr.priority } else { 0 };
             let task = self.register(tid, box_name, local_prio);
             let clock = match TaskClock::open(tid) {
-                Ok(c) => Some(c),
+                Ok(c) => Some(Arc::new(c)),
                 Err(e) => {
                     self.log.push(format!("perf task clock of {tid}: {e}"));
                     None
@@ -1216,8 +1216,13 @@ impl Runtime {
             }
             let e = by_server.entry(s).or_default();
             e.0 |= m.ready;
-            if let Some(f) = &m.freeze {
-                e.1.push((*tid, f.clone()));
+            if let (Some(f), Some(c)) = (&m.freeze, &m.clock) {
+                e.1.push(Handle {
+                    tid: *tid,
+                    freeze: f.clone(),
+                    clock: c.clone(),
+                    charged: m.charge.last(),
+                });
             }
         }
         let hard: BTreeSet<&str> = self
@@ -1248,6 +1253,7 @@ impl Runtime {
                     if let Some((_, members)) = by_server.remove(&s) {
                         stops.push(Stop {
                             at: self.epoch + t,
+                            budget: u64::try_from(info.runtime.max(0)).unwrap_or(0),
                             members,
                         });
                     }
