@@ -62,7 +62,7 @@ impl Stop {
             .map(|h| {
                 h.clock
                     .read()
-                    .map_or(u64::MAX / 4, |v| v.saturating_sub(h.charged))
+                    .map_or(u64::MAX, |v| v.saturating_sub(h.charged))
             })
             .fold(0u64, |a, b| a.saturating_add(b));
         self.budget.saturating_sub(used)

@@ -85,7 +85,15 @@ impl std::fmt::Display for BenchError {
 
 impl std::error::Error for BenchError {}
 
-struct Hog(Child);
+/// A CPU hog (`sh -c 'while :; do :; done'`), killed when dropped, also when a test fails (it
+/// may be left at SCHED_FIFO then).
+pub struct Hog(Child);
+
+impl Hog {
+    pub fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+}
 
 impl Drop for Hog {
     fn drop(&mut self) {
@@ -94,7 +102,7 @@ impl Drop for Hog {
     }
 }
 
-fn spawn_hog() -> Result<Hog, BenchError> {
+pub fn spawn_hog() -> Result<Hog, BenchError> {
     Command::new("sh")
         .args(["-c", "while :; do :; done"])
         .stdin(Stdio::null())
@@ -328,7 +336,7 @@ pub fn daemon_admits(case: &Case) -> Result<(), String> {
     let system =
         rtbox_model::System::new(Platform::with_cpus(case.cpus), case.boxes.clone(), vec![])
             .map_err(|e| e.to_string())?;
-    let adm = rtbox_model::admit_with_loop(&system, crate::runtime::DEFAULT_STEP_COST);
+    let adm = rtbox_model::admit_with_loop(&system, rtbox_model::DEFAULT_LOOP_STEP);
     if adm.admitted() {
         Ok(())
     } else {

@@ -40,7 +40,7 @@ impl Default for DaemonConfig {
             members: Vec::new(),
             group: None,
             poll: 1_000_000,
-            loop_step: crate::runtime::DEFAULT_STEP_COST,
+            loop_step: rtbox_model::DEFAULT_LOOP_STEP,
         }
     }
 }

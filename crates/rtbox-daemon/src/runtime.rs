@@ -32,9 +32,6 @@ pub const PRIO_LO: u32 = 40;
 /// The daemon's enforcement loop priority (above members and the watchdog).
 pub const LOOP_PRIO: u32 = 98;
 
-/// CPU time of one enforcement step as admitted (see [`rtbox_model::admit_with_loop`]).
-pub const DEFAULT_STEP_COST: Nanos = rtbox_model::DEFAULT_LOOP_STEP;
-
 /// Shortest sleep of the loop when the core's timer is already due (no spinning).
 pub const MIN_SLEEP: Nanos = 50_000;
 
@@ -80,17 +77,21 @@ impl Member {
     /// Reads the kernel's CPU time between two perf reads; if the perf clock did not move, the
     /// member was off CPU throughout and the pair is exact: returns the steal found with it.
     fn take_pair(&mut self, perf: u64) -> Option<u64> {
-        let c = self.clock.as_ref()?;
-        let kernel = self.schedstat.as_mut()?.sum_exec_runtime()?;
-        (c.read().ok()? == perf).then(|| self.charge.reconcile(perf, kernel))
+        let kernel = self.kernel_time_if_still(perf)?;
+        Some(self.charge.reconcile(perf, kernel))
     }
 
     /// The kernel's CPU time if the member is verifiably off CPU now (see [`Member::take_pair`]).
     fn kernel_time_off_cpu(&mut self) -> Option<u64> {
-        let c = self.clock.as_ref()?;
-        let p1 = c.read().ok()?;
-        let k = self.schedstat.as_mut()?.sum_exec_runtime()?;
-        (c.read().ok()? == p1).then_some(k)
+        let perf = self.clock.as_ref()?.read().ok()?;
+        self.kernel_time_if_still(perf)
+    }
+
+    /// The kernel's CPU time, if the perf clock still reads `perf` after it was read: the
+    /// member did not run around the read, so the (tick-updated) kernel figure is exact.
+    fn kernel_time_if_still(&mut self, perf: u64) -> Option<u64> {
+        let kernel = self.schedstat.as_mut()?.sum_exec_runtime()?;
+        (self.clock.as_ref()?.read().ok()? == perf).then_some(kernel)
     }
 }
 
@@ -205,7 +206,7 @@ impl Default for RuntimeOptions {
             poll: 1_000_000,
             scan: 4_000_000,
             full_scan: 100_000_000,
-            step_cost: DEFAULT_STEP_COST,
+            step_cost: rtbox_model::DEFAULT_LOOP_STEP,
             follow: true,
             audit: false,
             backstop: true,
@@ -1137,15 +1138,16 @@ impl Runtime {
                 // Pinned boxes only, and only periods with the same members at both ends,
                 // verifiably off CPU then: a member that moves between servers spends part of
                 // its kernel time elsewhere.
-                let pinned = self
-                    .specs
-                    .iter()
-                    .find(|b| Some(b.name.as_str()) == info.box_name)
-                    .is_some_and(|b| {
-                        b.placement == rtbox_model::Placement::Pinned
-                            || self.sched.box_servers(&b.name).len() == 1
-                    });
-                let kernel = if self.opts.audit && pinned {
+                let pinned = || {
+                    self.specs
+                        .iter()
+                        .find(|b| Some(b.name.as_str()) == info.box_name)
+                        .is_some_and(|b| {
+                            b.placement == rtbox_model::Placement::Pinned
+                                || self.sched.box_servers(&b.name).len() == 1
+                        })
+                };
+                let kernel = if self.opts.audit && pinned() {
                     let mut tids = Vec::new();
                     let sum = self
                         .members
@@ -1197,9 +1199,9 @@ impl Runtime {
     /// had stopped any (their recorded state is then "frozen", so the next apply thaws them if
     /// the loop decides so).
     fn publish_backstop(&mut self, now: Nanos) -> bool {
-        let Some(b) = self.backstop.as_mut() else {
+        if self.backstop.is_none() {
             return false;
-        };
+        }
         // Per server: whether a member is ready, and the members' handles.
         let mut by_server: BTreeMap<ServerId, (bool, Vec<Handle>)> = BTreeMap::new();
         for (tid, m) in self.members.iter_mut() {
@@ -1231,29 +1233,23 @@ impl Runtime {
             .filter(|b| b.mode == Mode::Hard && !b.interface.is_shared())
             .map(|b| b.name.as_str())
             .collect();
-        let mut per_cpu: BTreeMap<u32, Vec<(Nanos, ServerId)>> = BTreeMap::new();
-        for (s, (ready, _)) in &by_server {
-            let info = self.sched.server(*s);
-            if *ready && !info.throttled {
-                per_cpu
-                    .entry(info.cpu)
-                    .or_default()
-                    .push((info.deadline, *s));
-            }
-        }
         let mut plans = Vec::new();
-        for (cpu, mut servers) in per_cpu {
-            servers.sort();
+        for (cpu, servers) in self.edf_order() {
             let mut t = now;
             let mut stops = Vec::new();
-            for (_, s) in servers {
+            // Only servers with a ready member run, one after the other.
+            for s in servers {
+                let Some((true, _)) = by_server.get(&s) else {
+                    continue;
+                };
                 let info = self.sched.server(s);
-                t += u64::try_from(info.runtime.max(0)).unwrap_or(0);
+                let budget = u64::try_from(info.runtime.max(0)).unwrap_or(0);
+                t += budget;
                 if hard.contains(info.box_name.unwrap_or("")) {
                     if let Some((_, members)) = by_server.remove(&s) {
                         stops.push(Stop {
                             at: self.epoch + t,
-                            budget: u64::try_from(info.runtime.max(0)).unwrap_or(0),
+                            budget,
                             members,
                         });
                     }
@@ -1261,6 +1257,9 @@ impl Runtime {
             }
             plans.push((cpu, stops));
         }
+        let Some(b) = self.backstop.as_mut() else {
+            return false;
+        };
         let report = b.publish(plans);
         self.take_backstop_report(now, &report);
         !report.is_empty()
@@ -1306,10 +1305,8 @@ impl Runtime {
         self.backstop_stops
     }
 
-    /// Map the core's state onto the threads.
-    fn apply(&mut self) {
-        let now = self.now();
-        // EDF rank of non-throttled servers per CPU.
+    /// The non-throttled servers of each CPU in EDF order (absolute deadline, then id).
+    fn edf_order(&self) -> BTreeMap<u32, Vec<ServerId>> {
         let mut by_cpu: BTreeMap<u32, Vec<(Nanos, ServerId)>> = BTreeMap::new();
         for i in 0..self.sched.server_count() {
             let info = self.sched.server(ServerId(i as u32));
@@ -1320,12 +1317,24 @@ impl Runtime {
                     .push((info.deadline, info.id));
             }
         }
+        by_cpu
+            .into_iter()
+            .map(|(cpu, mut v)| {
+                v.sort();
+                (cpu, v.into_iter().map(|(_, s)| s).collect())
+            })
+            .collect()
+    }
+
+    /// Map the core's state onto the threads.
+    fn apply(&mut self) {
+        let now = self.now();
+        let by_cpu = self.edf_order();
         let mut slot: BTreeMap<ServerId, (u32, u32)> = BTreeMap::new(); // server -> (top, width)
         let range = PRIO_HI - PRIO_LO + 1;
-        for v in by_cpu.values_mut() {
-            v.sort();
+        for v in by_cpu.values() {
             let width = (range / v.len().max(1) as u32).max(1);
-            for (rank, (_, s)) in v.iter().enumerate() {
+            for (rank, s) in v.iter().enumerate() {
                 let top = PRIO_HI.saturating_sub(rank as u32 * width).max(PRIO_LO);
                 slot.insert(*s, (top, width));
             }

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rtbox_daemon::bench::{acceptance_cases, percentile, run_case};
+use rtbox_daemon::bench::{acceptance_cases, percentile, run_case, spawn_hog};
 use rtbox_daemon::{Runtime, RuntimeOptions, Target};
 use rtbox_model::{BoxSpec, Interface, Platform};
 
@@ -39,6 +39,21 @@ fn box_a_runtime(opts: RuntimeOptions) -> Runtime {
 /// Issue 5, acceptance 1 and 3 (short): a hog in a box gets Q/P of a CPU, also across two CPUs
 /// with global placement, and a throttled period rarely runs past its budget, by the charges
 /// and by the kernel's own accounting; the steal refunded stays a small part of the run.
+/// A parent that waits for a line on stdin, then forks a child sleeping `secs`: attached to box
+/// "A" (alone), then told to fork.
+fn attach_forking_parent(rt: &mut Runtime, secs: f64) -> std::process::Child {
+    let mut parent = Command::new("sh")
+        .args(["-c", &format!("read x; sleep {secs} & wait")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ppid = parent.id() as i32;
+    assert_eq!(rt.attach("A", Target::Pid(ppid)).expect("attach"), 1);
+    use std::io::Write;
+    parent.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    parent
+}
+
 #[test]
 fn hogs_get_their_reservation() {
     if !root_or_skip("hogs_get_their_reservation") {
@@ -100,16 +115,8 @@ fn new_children_join_the_box() {
         state_file: state_file("join"),
         ..RuntimeOptions::default()
     });
-    // A parent that waits for a line on stdin, then forks a sleeping child.
-    let mut parent = Command::new("sh")
-        .args(["-c", "read x; sleep 5 & wait"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut parent = attach_forking_parent(&mut rt, 5.0);
     let ppid = parent.id() as i32;
-    assert_eq!(rt.attach("A", Target::Pid(ppid)).expect("attach"), 1);
-    use std::io::Write;
-    parent.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let t0 = Instant::now();
     let mut joined = None;
     while t0.elapsed() < Duration::from_secs(2) {
@@ -175,15 +182,8 @@ fn process_events_alone_add_children_and_drop_exits() {
         full_scan: hour,
         ..RuntimeOptions::default()
     });
-    let mut parent = Command::new("sh")
-        .args(["-c", "read x; sleep 0.3 & wait"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut parent = attach_forking_parent(&mut rt, 0.3);
     let ppid = parent.id() as i32;
-    assert_eq!(rt.attach("A", Target::Pid(ppid)).expect("attach"), 1);
-    use std::io::Write;
-    parent.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let t0 = Instant::now();
     let mut child = None;
     while t0.elapsed() < Duration::from_secs(2) && child.is_none() {
@@ -214,9 +214,9 @@ fn process_events_alone_add_children_and_drop_exits() {
 }
 
 fn schedstat_ns(tid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
+    rtbox_linux::procfs::SchedstatFile::open(tid)
         .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .and_then(|mut f| f.sum_exec_runtime())
         .unwrap_or(0)
 }
 
@@ -230,16 +230,6 @@ fn drive(rt: &mut Runtime, d: Duration) {
         std::thread::sleep(Duration::from_nanos(
             next.saturating_sub(rt.now()).max(50_000),
         ));
-    }
-}
-
-/// A test's own hog, killed even when the test fails (it may be left at SCHED_FIFO then).
-struct Hog(std::process::Child);
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -270,11 +260,8 @@ fn a_stalled_loop_is_backed_up_per_cpu() {
         },
     )
     .expect("runtime");
-    let hog = Hog(Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .expect("spawn"));
-    let pid = hog.0.id() as i32;
+    let hog = spawn_hog().expect("spawn");
+    let pid = hog.pid();
     rt.attach("A", Target::Pid(pid)).expect("attach");
     drive(&mut rt, Duration::from_millis(250));
     // Wait, stepping, until the hog runs with most of a fresh budget.
