@@ -802,10 +802,16 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        for s in self.servers.iter_mut() {
+        for (i, s) in self.servers.iter_mut().enumerate() {
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
             if active && !s.backlogged {
+                if self.opts.record_events && s.tent.deadline != s.st.deadline {
+                    self.events.push_back(Event::Renewed {
+                        at: now,
+                        server: ServerId(i as u32),
+                    });
+                }
                 s.st = s.tent;
             }
             s.backlogged = active || (s.throttled && has_work);
@@ -1219,6 +1225,45 @@ mod tests {
         assert_eq!(done, vec![Some(9), Some(12)]);
         assert_eq!(s.server(ServerId(0)).consumed, 5);
         assert_eq!(s.server(ServerId(1)).throttle_count, 1);
+    }
+
+    /// A server period also begins where the wake-up rule renews a budget: the driver's
+    /// per-period consumption measure must not join the old budget's rest and the new one
+    /// (it read 2 ms "overruns" of 2/10 ms global boxes before this event existed).
+    #[test]
+    fn wakeup_renewal_is_reported_as_a_new_period() {
+        let system = one_cpu_boxes(&[("S1", 3, 6)]);
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let a = s.add_task(member("A", "S1", 1)).unwrap();
+        let renewals = |s: &mut Scheduler| {
+            let mut v = Vec::new();
+            while let Some(e) = s.poll_event() {
+                if let Event::Renewed { at, server } = e {
+                    v.push((at, server));
+                }
+            }
+            v
+        };
+        s.wake(0, a, None).unwrap();
+        s.advance(0);
+        assert_eq!(renewals(&mut s), vec![(0, ServerId(0))], "first activation");
+        s.advance(1);
+        s.block(1, a).unwrap();
+        s.advance(1);
+        // (c, d) = (2, 6) still fits at t = 2: 2 * 6 <= 4 * 3, kept, no new period.
+        s.wake(2, a, None).unwrap();
+        s.advance(2);
+        assert_eq!(renewals(&mut s), vec![]);
+        assert_eq!(s.server(ServerId(0)).deadline, 6);
+        s.advance(3);
+        s.block(3, a).unwrap();
+        s.advance(3);
+        // Past the deadline: fresh (3, 7 + 6).
+        s.wake(7, a, None).unwrap();
+        s.advance(7);
+        assert_eq!(renewals(&mut s), vec![(7, ServerId(0))]);
+        let i = s.server(ServerId(0));
+        assert_eq!((i.runtime, i.deadline), (3, 13));
     }
 
     fn four_vcpus(placement: Placement) -> System {

@@ -135,6 +135,10 @@ pub enum Event {
     },
     /// The throttled server got its budget back.
     Replenished { at: Nanos, server: ServerId },
+    /// The CBS wake-up rule gave a server that became active again a fresh budget and
+    /// deadline (its old pair would have overflowed its bandwidth): a new server period
+    /// begins here, as with a replenishment.
+    Renewed { at: Nanos, server: ServerId },
     /// A global-placement task moved from one vCPU of its box to another.
     Migrated {
         at: Nanos,

@@ -8,11 +8,13 @@
 //! So after every step the loop leaves each CPU a plan: the times at which the hard-mode servers
 //! running there exhaust their budgets if their members run without pause, each with the freeze
 //! handles of those members. A thread per CPU (SCHED_FIFO [`BACKSTOP_PRIO`], pinned there) sleeps
-//! on a timerfd set to the first time plus [`SLACK`]. The loop re-arms it at every step, so it
-//! never wakes while the loop keeps up; when the loop is late by the slack, it freezes the
-//! members itself and reports them. The loop takes the report under the same lock with which it
-//! publishes the next plan, so it sees every backstop freeze and undoes it if its own decision
-//! differs (a plan may be stale by one step).
+//! on a timerfd set to the earliest time plus [`SLACK`], armed only from its own CPU so that it
+//! fires there whatever happens to the loop's CPU. While the loop keeps up, the thread only
+//! wakes to re-arm for a plan that moved later; when the loop is late by the slack, it checks
+//! the members' clocks, freezes those whose budget is spent and reports them. The loop takes the report, publishes the next plan and
+//! thaws the members it wants running all under one lock, so it sees every backstop freeze and
+//! undoes it if its own decision differs (a plan may be stale by one step), and no member runs
+//! unguarded.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -71,12 +73,18 @@ impl Stop {
 
 #[derive(Default)]
 struct Shared {
-    /// Per CPU (index into `cpus`), the stops in time order.
+    /// Per CPU (index into `cpus`), the stops (in plan order; each is checked on its own).
     plans: Vec<Vec<Stop>>,
     /// Members frozen by a backstop thread since the loop last looked.
     report: Vec<i32>,
     /// Times a backstop thread stopped members.
     fired: u64,
+    /// Per CPU: the time its thread's timer is armed for (0: disarmed). It is armed only from
+    /// that CPU (by its thread, or by the loop while it runs there), so the timer fires there:
+    /// a timer armed by the loop elsewhere would sit on the loop's CPU and fire late with it
+    /// (measured: a vCPU stalled by the host for 2 ms held the loop and the other CPU's
+    /// backstop timer alike, and a member on the running CPU overran by 1.06 ms).
+    armed: Vec<u64>,
     stop: bool,
 }
 
@@ -87,15 +95,21 @@ pub struct Backstop {
     /// its plan was stale, and it must look at once).
     wake: Arc<OwnedFd>,
     shared: Arc<Mutex<Shared>>,
+    /// Per CPU: an eventfd that makes its thread re-read its plan (an earlier stop).
+    kicks: Vec<Arc<OwnedFd>>,
+    /// Per CPU: its thread's timer, armed by the loop only while the loop runs on that CPU.
     timers: Vec<Arc<OwnedFd>>,
     threads: Vec<JoinHandle<()>>,
-    /// The time each timer is armed for (0: disarmed), to skip unchanged re-arms.
-    armed: Vec<u64>,
 }
 
 fn timerfd() -> Result<OwnedFd, LinuxError> {
     // SAFETY: plain syscall; the result is checked.
-    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+        )
+    };
     if fd < 0 {
         return Err(LinuxError::last("timerfd_create", 0));
     }
@@ -126,6 +140,30 @@ fn arm(fd: &OwnedFd, at: u64) {
     }
 }
 
+fn eventfd() -> Result<OwnedFd, LinuxError> {
+    // SAFETY: plain syscall; the result is checked.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if efd < 0 {
+        return Err(LinuxError::last("eventfd", 0));
+    }
+    // SAFETY: efd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(efd) })
+}
+
+/// Adds 1 to an eventfd.
+fn kick(fd: &OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: 8 readable bytes, the size of an eventfd increment.
+    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+}
+
+/// Reads (and so resets) a timerfd or eventfd counter; returns whether it had fired.
+fn drain(fd: &OwnedFd) -> bool {
+    let mut buf = [0u8; 8];
+    // SAFETY: buf is 8 writable bytes, the size of either counter.
+    unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) == 8 }
+}
+
 fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -135,26 +173,22 @@ impl Backstop {
     pub fn start(cpus: &[u32]) -> Result<Backstop, LinuxError> {
         let shared = Arc::new(Mutex::new(Shared {
             plans: vec![Vec::new(); cpus.len()],
+            armed: vec![0; cpus.len()],
             ..Shared::default()
         }));
-        // SAFETY: plain syscall; the result is checked.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if efd < 0 {
-            return Err(LinuxError::last("eventfd", 0));
-        }
-        // SAFETY: efd is a fresh descriptor we own.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let mut b = Backstop {
-            wake,
+            wake: Arc::new(eventfd()?),
             cpus: cpus.to_vec(),
             shared,
+            kicks: Vec::new(),
             timers: Vec::new(),
             threads: Vec::new(),
-            armed: vec![0; cpus.len()],
         };
         for (i, &cpu) in cpus.iter().enumerate() {
-            let fd = Arc::new(timerfd()?);
-            let (shared, timer, wake) = (b.shared.clone(), fd.clone(), b.wake.clone());
+            let timer = Arc::new(timerfd()?);
+            let kick = Arc::new(eventfd()?);
+            let (shared, kicked, wake) = (b.shared.clone(), kick.clone(), b.wake.clone());
+            b.timers.push(timer.clone());
             let (tx, rx) = std::sync::mpsc::channel();
             let h = std::thread::Builder::new()
                 .name(format!("rtbox-backstop{cpu}"))
@@ -163,10 +197,10 @@ impl Backstop {
                     let ok = sched::set_affinity(tid, &[cpu])
                         .and_then(|_| sched::set_attr(tid, &SchedAttr::fifo(BACKSTOP_PRIO)));
                     let _ = tx.send(ok);
-                    watch(i, &shared, &timer, &wake);
+                    watch(i, &shared, &timer, &kicked, &wake);
                 })
                 .map_err(|e| LinuxError::Invalid(format!("backstop thread: {e}")))?;
-            b.timers.push(fd);
+            b.kicks.push(kick);
             b.threads.push(h);
             match rx.recv() {
                 Ok(Ok(())) => {}
@@ -180,6 +214,16 @@ impl Backstop {
     /// Replaces every CPU's plan (CPUs not named get none) and returns the members the
     /// backstop froze since the last call.
     pub fn publish(&mut self, plans: Vec<(u32, Vec<Stop>)>) -> Vec<i32> {
+        let mut report = Vec::new();
+        self.publish_then(plans, |r| report = r);
+        report
+    }
+
+    /// [`Backstop::publish`], then `act` on the report before any backstop thread may act
+    /// again. A thaw outside the lock could undo a freeze the backstop made after the loop
+    /// took its report, and the loop would take a running member for frozen (issue 5: one
+    /// server ran 2 ms past its budget that way).
+    pub fn publish_then(&mut self, plans: Vec<(u32, Vec<Stop>)>, act: impl FnOnce(Vec<i32>)) {
         let mut g = lock(&self.shared);
         let report = std::mem::take(&mut g.report);
         for p in g.plans.iter_mut() {
@@ -190,14 +234,38 @@ impl Backstop {
                 g.plans[i] = stops;
             }
         }
-        for (i, p) in g.plans.iter().enumerate() {
-            let at = p.first().map_or(0, |s| s.at + SLACK);
-            if at != self.armed[i] {
-                arm(&self.timers[i], at);
-                self.armed[i] = at;
+        // The timer of the CPU the loop runs on is re-armed here (it then fires on that CPU).
+        // Another CPU's thread whose timer is set for later (or not at all) is kicked to
+        // re-arm now; one set for earlier wakes anyway, finds nothing due and re-arms itself.
+        // SAFETY: plain syscall without arguments.
+        let here = u32::try_from(unsafe { libc::sched_getcpu() }).ok();
+        for i in 0..g.plans.len() {
+            let at = g.plans[i].iter().map(|s| s.at + SLACK).min().unwrap_or(0);
+            if Some(self.cpus[i]) == here {
+                if at != g.armed[i] {
+                    arm(&self.timers[i], at);
+                    g.armed[i] = at;
+                }
+            } else if at != 0 && (g.armed[i] == 0 || at < g.armed[i]) {
+                kick(&self.kicks[i]);
             }
         }
-        report
+        act(report);
+    }
+
+    /// The members frozen since the last call (plans stay).
+    pub fn take_report(&mut self) -> Vec<i32> {
+        std::mem::take(&mut lock(&self.shared).report)
+    }
+
+    /// Runs `act` on the members frozen since the last call, with no backstop thread acting
+    /// until it returns: the loop thaws its members there, so a freeze can never land between
+    /// its look at the report and its thaw (the thaw would undo it unseen).
+    pub fn locked(&mut self, act: impl FnOnce(Vec<i32>)) {
+        let mut g = lock(&self.shared);
+        let report = std::mem::take(&mut g.report);
+        act(report);
+        drop(g);
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members.
@@ -232,59 +300,91 @@ impl Backstop {
     }
 }
 
-/// A backstop thread: sleep on the timer; when it fires, stop every planned group that is due.
-fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, wake: &OwnedFd) {
+/// A backstop thread: sleep on its timer (armed from here, so it fires on this CPU) or a kick;
+/// stop every planned group that is due, then re-arm for the next one.
+fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, kicked: &OwnedFd, wake: &OwnedFd) {
     loop {
-        let mut buf = [0u8; 8];
-        // SAFETY: buf is 8 writable bytes, the size of a timerfd expiry count.
-        let n = unsafe { libc::read(timer.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        let mut fds = [
+            libc::pollfd {
+                fd: timer.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: kicked.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds, no timeout.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
         if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return;
         }
+        let expired = drain(timer);
+        drain(kicked);
         let mut g = lock(shared);
         if g.stop {
             return;
         }
+        if expired {
+            g.armed[i] = 0;
+        }
         let now = rtbox_linux::monotonic_ns();
         let mut froze = Vec::new();
-        // Stops in plan order: a server runs only once those before it are spent.
-        while let Some(first) = g.plans[i].first_mut() {
-            if first.at + SLACK > now {
-                break;
+        // Every due stop is checked: a server planned after another may run first when the
+        // other's members do not (blocked, or not yet woken).
+        let mut k = 0;
+        while k < g.plans[i].len() {
+            let stop = &mut g.plans[i][k];
+            if stop.at + SLACK > now {
+                k += 1;
+                continue;
             }
-            let left = first.left();
+            let left = stop.left();
             if left > 0 {
                 // Not spent: preempted meanwhile. It cannot be spent before `left` from now.
-                first.at = (now + left).saturating_sub(SLACK).max(now + 1);
-                break;
+                stop.at = (now + left).saturating_sub(SLACK).max(now + 1);
+                k += 1;
+                continue;
             }
-            let s = g.plans[i].remove(0);
+            let s = g.plans[i].remove(k);
             for h in s.members {
                 if cgroup::freeze_write(&h.freeze, true).is_ok() {
                     froze.push(h.tid);
                 }
             }
         }
-        if let Some(next) = g.plans[i].first() {
-            arm(timer, next.at + SLACK);
+        let next = g.plans[i].iter().map(|s| s.at + SLACK).min().unwrap_or(0);
+        if next != g.armed[i] {
+            arm(timer, next);
+            g.armed[i] = next;
         }
         if froze.is_empty() {
             continue;
         }
+        // The same members may be watched from other CPUs too: those copies are done.
+        for (j, plan) in g.plans.iter_mut().enumerate() {
+            if j != i {
+                plan.retain(|s| !s.members.iter().any(|h| froze.contains(&h.tid)));
+            }
+        }
         g.fired += 1;
-        g.report.extend(froze);
+        for t in froze {
+            if !g.report.contains(&t) {
+                g.report.push(t);
+            }
+        }
         drop(g);
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: 8 readable bytes, the size of an eventfd increment.
-        unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        kick(wake);
     }
 }
 
 impl Drop for Backstop {
     fn drop(&mut self) {
         lock(&self.shared).stop = true;
-        for t in &self.timers {
-            arm(t, 1); // long past: fires at once
+        for k in &self.kicks {
+            kick(k);
         }
         for h in self.threads.drain(..) {
             let _ = h.join();
@@ -357,5 +457,69 @@ mod tests {
         assert_eq!(b.fired(), 1);
         drop(b);
         std::fs::remove_file(&path).ok();
+    }
+
+    /// Issue 5: a stop planned behind one whose members did not run is still checked (a
+    /// member thawed while its server looked idle ran 1.04 ms unplanned), and a plan published
+    /// from another CPU reaches the thread (its timer is armed from its own CPU).
+    #[test]
+    fn every_due_stop_is_checked_and_a_plan_from_another_cpu_arms_the_timer() {
+        if !rtbox_linux::is_root() {
+            eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
+            return;
+        }
+        let me = sched::gettid();
+        let clock = match TaskClock::open(me) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                eprintln!("skipping: perf task clock unavailable here ({e})");
+                return;
+            }
+        };
+        let orig = sched::get_affinity(me).expect("affinity");
+        let mut b = Backstop::start(&[0]).expect("backstop");
+        // Publish from CPU 1 where there is one: the kick path.
+        let away = orig.contains(&1) && sched::set_affinity(me, &[1]).is_ok();
+        let dir = std::env::temp_dir();
+        let files: Vec<(std::path::PathBuf, Arc<File>)> = ["idle", "spent"]
+            .iter()
+            .map(|n| {
+                let p = dir.join(format!("rtbox-backstop-{n}-{}", std::process::id()));
+                std::fs::write(&p, b"0").unwrap();
+                let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                (p, Arc::new(f))
+            })
+            .collect();
+        let at = rtbox_linux::monotonic_ns() + 2_000_000;
+        let stop = |tid: i32, f: &Arc<File>, budget: u64| Stop {
+            at,
+            budget,
+            members: vec![Handle {
+                tid,
+                freeze: f.clone(),
+                clock: clock.clone(),
+                charged: clock.read().unwrap(),
+            }],
+        };
+        // First in plan order: 1 s left, not spent. Behind it: nothing left.
+        let plan = vec![stop(1, &files[0].1, 1_000_000_000), stop(2, &files[1].1, 0)];
+        assert!(b.publish(vec![(0, plan)]).is_empty());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = sched::set_affinity(me, &orig);
+        assert_eq!(
+            std::fs::read(&files[0].0).unwrap(),
+            b"0",
+            "unspent budget stopped"
+        );
+        assert_eq!(
+            std::fs::read(&files[1].0).unwrap(),
+            b"1",
+            "spent budget behind an unspent one not stopped (published from CPU 1: {away})"
+        );
+        assert_eq!(b.publish(vec![]), vec![2]);
+        drop(b);
+        for (p, _) in files {
+            std::fs::remove_file(p).ok();
+        }
     }
 }
