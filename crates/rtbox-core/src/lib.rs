@@ -54,8 +54,9 @@
 //!    then overrun (go negative); the overrun is paid back at replenishment.
 //! 4. The driver calls `advance` again at the latest at `next_timer()` (earliest budget
 //!    exhaustion of a running server, replenishment, or round-robin rotation).
-//! 5. `poll_event` drains [`Event`]s (throttle, replenish, migrate, dispatch) if
-//!    [`Options::record_events`].
+//! 5. `poll_event` drains [`Event`]s (throttle, replenish, wake-up renewal, migrate, dispatch)
+//!    if [`Options::record_events`]. A server period begins at a replenishment or at a renewal
+//!    by the wake-up rule; per-period figures must start at both.
 //!
 //! For the Linux runtime, [`Scheduler::dispatch`] gives a CPU's whole EDF order of non-throttled
 //! servers with work and the members placed on each vCPU (most urgent first); ready members of a
