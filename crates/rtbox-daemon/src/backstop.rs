@@ -32,6 +32,11 @@ pub const BACKSTOP_PRIO: u32 = 97;
 /// The loop's own wake-up is 10-50 us late here; a stop takes ~35 us more.
 pub const SLACK: u64 = 100_000;
 
+/// How much later than its own CPU another CPU's backstop checks a stop: only when the stop's
+/// own CPU did not act (its timer interrupt came late), and soon enough that slack, this and
+/// a freeze (~35-55 us) stay within 200 us.
+pub const WATCH_SLACK: u64 = 40_000;
+
 /// A member as the backstop knows it.
 #[derive(Debug, Clone)]
 pub struct Handle {
