@@ -39,6 +39,10 @@ pub struct BoxArgs {
     pub placement: Option<String>,
     #[arg(long)]
     pub mode: Option<String>,
+    /// A user (name or uid) who, besides root, may attach its own processes to the box and
+    /// its children; repeat for several. On `set`, no --user keeps the box's users.
+    #[arg(long = "user", value_name = "USER")]
+    pub users: Vec<String>,
 }
 
 #[derive(clap::Subcommand)]
@@ -51,8 +55,13 @@ pub enum Action {
     Delete { name: String },
 }
 
-fn to_req(a: BoxArgs) -> BoxReq {
-    BoxReq {
+fn to_req(a: BoxArgs) -> Result<BoxReq, String> {
+    let users = a
+        .users
+        .iter()
+        .map(|u| rtbox_linux::users::uid(u).map_err(|e| format!("--user {u}: {e}")))
+        .collect::<Result<Vec<u32>, String>>()?;
+    Ok(BoxReq {
         name: a.name,
         parent: a.parent,
         cpus: a.cpus,
@@ -63,14 +72,22 @@ fn to_req(a: BoxArgs) -> BoxReq {
         policy: a.policy,
         placement: a.placement,
         mode: a.mode,
-    }
+        users: (!users.is_empty()).then_some(users),
+    })
 }
 
 pub fn run(args: Args) -> ExitCode {
     let req = match args.action {
-        Action::Create(a) => Request::Create { spec: to_req(a) },
-        Action::Set(a) => Request::Set { spec: to_req(a) },
-        Action::Delete { name } => Request::Delete { name },
+        Action::Create(a) => to_req(a).map(|spec| Request::Create { spec }),
+        Action::Set(a) => to_req(a).map(|spec| Request::Set { spec }),
+        Action::Delete { name } => Ok(Request::Delete { name }),
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rtbox box: {e}");
+            return ExitCode::from(2);
+        }
     };
     match crate::client::call("box", &args.socket, &req) {
         Ok(_) => ExitCode::SUCCESS,

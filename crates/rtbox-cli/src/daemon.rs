@@ -15,9 +15,10 @@ pub struct Args {
     /// Crash journal (restored by the watchdog or the next daemon).
     #[arg(long, default_value = DEFAULT_STATE)]
     pub state: PathBuf,
-    /// Numeric group id allowed to use the socket besides root.
+    /// Group (name or gid) allowed to use the socket besides root; what its users may do is
+    /// set per box (`users` in the config, `rtbox box create --user`).
     #[arg(long)]
-    pub group: Option<u32>,
+    pub group: Option<String>,
     /// Longest sleep of the enforcement loop, in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub poll_us: u64,
@@ -28,22 +29,35 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let (system, members) = match &args.config {
+    let group = match args
+        .group
+        .as_deref()
+        .map(rtbox_linux::users::gid)
+        .transpose()
+    {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("rtbox daemon: --group: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (system, members, users) = match &args.config {
         Some(p) => match rtbox_config::load_file_with_members(p) {
-            Ok(c) => (Some(c.system), c.members),
+            Ok(c) => (Some(c.system), c.members, c.users),
             Err(e) => {
                 eprintln!("rtbox daemon: {}: {e}", p.display());
                 return ExitCode::from(2);
             }
         },
-        None => (None, Vec::new()),
+        None => (None, Vec::new(), Vec::new()),
     };
     let cfg = DaemonConfig {
         socket: args.socket,
         state_file: args.state,
         system,
         members,
-        group: args.group,
+        group,
+        users,
         poll: args.poll_us.max(100) * 1000,
         loop_step: args.loop_step_us.saturating_mul(1000),
     };

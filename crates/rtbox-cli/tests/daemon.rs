@@ -24,18 +24,27 @@ struct Env {
 
 impl Env {
     fn start(tag: &str) -> Env {
+        Env::start_with(tag, None, &[])
+    }
+
+    /// A daemon with an optional config text and extra arguments.
+    fn start_with(tag: &str, config: Option<&str>, extra: &[&str]) -> Env {
         let dir = std::env::temp_dir().join(format!("rtbox-test-{tag}-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let sock = dir.join("sock");
-        let daemon = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .arg("daemon")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtbox"));
+        cmd.arg("daemon")
             .arg("--socket")
             .arg(&sock)
             .arg("--state")
             .arg(dir.join("state.json"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start daemon");
+            .args(extra);
+        if let Some(text) = config {
+            let path = dir.join("config.toml");
+            std::fs::write(&path, text).expect("write config");
+            cmd.arg("--config").arg(path);
+        }
+        let daemon = cmd.stderr(Stdio::null()).spawn().expect("start daemon");
         let t0 = Instant::now();
         while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
@@ -55,6 +64,22 @@ impl Env {
             .arg(&self.sock)
             .output()
             .expect("run rtbox");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    /// `rtbox exec ARGS`: the socket goes before the command's `--`.
+    fn exec(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+            .arg("exec")
+            .arg("--socket")
+            .arg(&self.sock)
+            .args(args)
+            .output()
+            .expect("run rtbox exec");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).to_string()
@@ -307,6 +332,14 @@ fn request_fuzz_keeps_invariants() {
     let hogs = [hog(), hog(), hog()];
     let orig: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
     let pids: Vec<String> = hogs.iter().map(|h| h.0.id().to_string()).collect();
+    // A process that is not one of the hogs (never a system process such as pid 1).
+    let sleeper = Proc(
+        Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep"),
+    );
+    let other = sleeper.0.id().to_string();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let names = ["a", "b", "c", "a/x", "", "bad name!"];
     let durs = [
@@ -328,7 +361,7 @@ fn request_fuzz_keeps_invariants() {
             2 => format!(r#"{{"op":"delete","name":"{name}"}}"#),
             3 => format!(
                 r#"{{"op":"attach","box":"{name}","pid":{}}}"#,
-                rng.pick(&[&pids[0], &pids[1], &pids[2], "1", "0", "999999999"])
+                rng.pick(&[&pids[0], &pids[1], &pids[2], &other, "0", "999999999"])
             ),
             4 => format!(
                 r#"{{"op":"detach","pid":{}}}"#,
@@ -386,4 +419,321 @@ fn request_fuzz_keeps_invariants() {
     assert!(d.wait().unwrap().success());
     let now: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
     assert_eq!(now, orig);
+}
+
+/// Runs the rtbox binary as user and group `id` (a copy anyone may execute).
+fn rtbox_as(env: &Env, id: u32, args: &[&str]) -> (i32, String) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let bin = env.dir.join("rtbox-bin");
+    if !bin.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_rtbox"), &bin).expect("copy rtbox");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&env.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new(&bin)
+        .args(args)
+        .arg("--socket")
+        .arg(&env.sock)
+        .uid(id)
+        .gid(id)
+        .output()
+        .expect("run rtbox as another user");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Issue 5 (security): a user of the socket's group may attach its own processes, and only to
+/// the boxes that list it (or a parent that does); box changes, cgroups and other users'
+/// processes stay root's. Refusals change nothing.
+#[test]
+fn non_root_clients_use_only_their_boxes_and_processes() {
+    if !root_or_skip(
+        "non_root_clients_use_only_their_boxes_and_processes",
+        "starts processes as another user",
+    ) {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const NOBODY: u32 = 65534;
+    let config = r#"
+[platform]
+cpus = 2
+
+[[box]]
+name = "mine"
+interface.per_cpu = { budget = "10ms", period = "100ms" }
+users = ["nobody"]
+
+[[box]]
+name = "mine/child"
+parent = "mine"
+interface.per_cpu = { budget = "2ms", period = "100ms" }
+
+[[box]]
+name = "root-only"
+interface.per_cpu = { budget = "10ms", period = "100ms" }
+"#;
+    let env = Env::start_with("access", Some(config), &["--group", "nogroup"]);
+    let sleeper = |as_nobody: bool| {
+        let mut c = Command::new("sleep");
+        c.arg("600");
+        if as_nobody {
+            c.uid(NOBODY).gid(NOBODY);
+        }
+        Proc(c.spawn().expect("spawn sleep"))
+    };
+    let (own, own2, roots) = (sleeper(true), sleeper(true), sleeper(false));
+    let pid = |p: &Proc| p.0.id().to_string();
+    let members = |b: &str| -> Vec<i64> {
+        let st = env.raw(r#"{"op":"status"}"#);
+        st["boxes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == b)
+            .map(|x| {
+                x["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_i64().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (code, msg) = rtbox_as(&env, NOBODY, &["attach", "mine", "--pid", &pid(&own)]);
+    assert_eq!(code, 0, "{msg}");
+    let (code, msg) = rtbox_as(
+        &env,
+        NOBODY,
+        &["attach", "mine/child", "--pid", &pid(&own2)],
+    );
+    assert_eq!(code, 0, "a user of a box may use its children: {msg}");
+    let (code, msg) = rtbox_as(&env, NOBODY, &["attach", "root-only", "--pid", &pid(&own2)]);
+    assert_ne!(code, 0);
+    assert!(msg.contains("does not list uid 65534"), "{msg}");
+    let (code, msg) = rtbox_as(&env, NOBODY, &["attach", "mine", "--pid", &pid(&roots)]);
+    assert_ne!(code, 0);
+    assert!(msg.contains("does not belong to uid 65534"), "{msg}");
+    let (code, msg) = rtbox_as(
+        &env,
+        NOBODY,
+        &["box", "create", "x", "--budget", "1ms", "--period", "10ms"],
+    );
+    assert_ne!(code, 0);
+    assert!(msg.contains("needs root"), "{msg}");
+    assert_eq!(members("mine"), vec![own.0.id() as i64]);
+    assert_eq!(members("mine/child"), vec![own2.0.id() as i64]);
+    assert!(members("root-only").is_empty());
+    let st = env.raw(r#"{"op":"status"}"#);
+    let users = &st["boxes"].as_array().unwrap()[0]["users"];
+    assert_eq!(users, &serde_json::json!([NOBODY]), "{st}");
+    // The user detaches its own process; root's stays out of its reach.
+    let (code, msg) = rtbox_as(&env, NOBODY, &["detach", "--pid", &pid(&own)]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(members("mine").is_empty());
+    // Root grants a box created at run time to the user.
+    let (code, msg) = env.rtbox(&[
+        "box", "create", "granted", "--budget", "5ms", "--period", "100ms", "--user", "nobody",
+    ]);
+    assert_eq!(code, 0, "{msg}");
+    let (code, msg) = rtbox_as(&env, NOBODY, &["attach", "granted", "--pid", &pid(&own)]);
+    assert_eq!(code, 0, "{msg}");
+    let (code, msg) = env.rtbox(&[
+        "box",
+        "create",
+        "g2",
+        "--weight",
+        "1",
+        "--user",
+        "no-such-user-x",
+    ]);
+    assert_eq!(code, 2, "{msg}");
+    assert!(msg.contains("--user no-such-user-x"), "{msg}");
+}
+
+/// Issue 5: `rtbox exec` runs the command inside the box from its first instruction, and not
+/// at all when the box refuses it.
+#[test]
+fn exec_starts_the_command_inside_the_box() {
+    if !root_or_skip(
+        "exec_starts_the_command_inside_the_box",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::start("exec");
+    assert_eq!(
+        env.rtbox(&["box", "create", "E", "--budget", "20ms", "--period", "100ms", "--cpus", "1"])
+            .0,
+        0
+    );
+    // The command (the shell) reports its own affinity and policy as its first act.
+    let (code, out) = env.exec(&[
+        "E",
+        "--",
+        "sh",
+        "-c",
+        "grep Cpus_allowed_list /proc/$$/status; cut -d' ' -f41 /proc/$$/stat; exit 7",
+    ]);
+    assert_eq!(code, 7, "the command's exit status comes back: {out}");
+    assert!(out.contains("Cpus_allowed_list:\t1"), "{out}");
+    let policy: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim().parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(policy, vec!["1"], "SCHED_FIFO from the start: {out}");
+    let marker = env.dir.join("ran");
+    let (code, out) = env.exec(&["nosuch", "--", "touch", marker.to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("nosuch"), "{out}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists(), "a refused exec must not run the command");
+}
+
+/// Issue 5: a second daemon on the same state file refuses to start (it would "repair" the
+/// first one's members) and leaves the first one working.
+#[test]
+fn a_second_daemon_on_the_same_state_refuses() {
+    if !root_or_skip(
+        "a_second_daemon_on_the_same_state_refuses",
+        "runs the daemon",
+    ) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::start("twice");
+    assert_eq!(env.rtbox(&["box", "create", "A", "--weight", "1"]).0, 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("daemon")
+        .arg("--socket")
+        .arg(env.dir.join("sock2"))
+        .arg("--state")
+        .arg(env.dir.join("state.json"))
+        .output()
+        .expect("second daemon");
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("another rtbox daemon holds"), "{msg}");
+    assert!(!env.dir.join("sock2").exists());
+    let st = env.raw(r#"{"op":"status"}"#);
+    assert_eq!(st["boxes"][0]["name"], "A", "{st}");
+}
+
+/// Issue 5: a member whose policy and affinity are changed behind the daemon's back gets the
+/// box's back (the daemon looks every scan interval, 10 ms; 1 s allowed here).
+#[test]
+fn a_member_that_changes_its_policy_is_brought_back() {
+    if !root_or_skip(
+        "a_member_that_changes_its_policy_is_brought_back",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::start("drift");
+    assert_eq!(
+        env.rtbox(&[
+            "box", "create", "D", "--budget", "90ms", "--period", "100ms", "--cpus", "1", "--mode",
+            "reclaim"
+        ])
+        .0,
+        0
+    );
+    let h = Proc(
+        Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep"),
+    );
+    let pid = h.0.id() as i32;
+    let (code, msg) = env.rtbox(&["attach", "D", "--pid", &pid.to_string()]);
+    assert_eq!(code, 0, "{msg}");
+    let wait_for = |want: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !want() && t0.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        want()
+    };
+    assert!(wait_for(&|| sched::get_attr(pid).unwrap().is_rt()));
+    let boxed = (
+        sched::get_attr(pid).unwrap(),
+        sched::get_affinity(pid).unwrap(),
+    );
+    assert_eq!(boxed.1, vec![1]);
+    sched::set_attr(pid, &SchedAttr::other(0)).unwrap();
+    sched::set_affinity(pid, &[0]).unwrap();
+    let back = || {
+        (
+            sched::get_attr(pid).unwrap(),
+            sched::get_affinity(pid).unwrap(),
+        ) == boxed
+    };
+    assert!(
+        wait_for(&back),
+        "not brought back: {:?}",
+        sched::get_attr(pid)
+    );
+}
+
+/// Puts a kernel knob back when dropped.
+struct Knob(&'static str, String);
+
+impl Drop for Knob {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0, &self.1);
+    }
+}
+
+/// Issue 5 (kernel rules): with the kernel's global RT limit below the platform cap, admission
+/// uses the kernel's limit, so a box the kernel would throttle is refused with the numbers.
+#[test]
+fn admission_follows_a_lower_kernel_rt_limit() {
+    if !root_or_skip(
+        "admission_follows_a_lower_kernel_rt_limit",
+        "writes /proc/sys/kernel/sched_rt_runtime_us",
+    ) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const KNOB: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+    let old = std::fs::read_to_string(KNOB).expect("read RT limit");
+    let period: u64 = std::fs::read_to_string("/proc/sys/kernel/sched_rt_period_us")
+        .expect("read RT period")
+        .trim()
+        .parse()
+        .expect("RT period");
+    // With RT group scheduling the root v1 cpu group's RT runtime must come down first (and
+    // goes back last: guards drop in reverse order).
+    const GROUP: &str = "/sys/fs/cgroup/cpu/cpu.rt_runtime_us";
+    let _group = std::fs::read_to_string(GROUP).ok().map(|v| {
+        let _ = std::fs::write(GROUP, (period / 2).to_string());
+        Knob(GROUP, v.trim().to_string())
+    });
+    let _restore = Knob(KNOB, old.trim().to_string());
+    if let Err(e) = std::fs::write(KNOB, (period / 2).to_string()) {
+        eprintln!(
+            "admission_follows_a_lower_kernel_rt_limit: skipped: cannot lower the RT limit: {e}"
+        );
+        return;
+    }
+    let env = Env::start("rtlimit");
+    let (code, msg) = env.rtbox(&[
+        "box", "create", "A", "--budget", "60ms", "--period", "100ms",
+    ]);
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains("cap 0.50"),
+        "the kernel's limit is the cap: {msg}"
+    );
+    let (code, msg) = env.rtbox(&[
+        "box", "create", "A", "--budget", "40ms", "--period", "100ms",
+    ]);
+    assert_eq!(code, 0, "{msg}");
 }

@@ -8,6 +8,7 @@
 //! Boxes may also name their members (`members = { pids, cgroups, commands, comms }`), which
 //! only the daemon uses: [`parse_str_with_members`] / [`load_file_with_members`] return them
 //! beside the system in a [`Config`]; [`parse_str`] / [`load_file`] validate and drop them.
+//! The same holds for a box's `users`, who besides root may attach to it through the daemon.
 
 mod convert;
 mod error;
@@ -17,7 +18,7 @@ pub mod raw;
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrorKind};
-pub use members::{BoxMembers, Members, COMM_MAX};
+pub use members::{BoxMembers, BoxUsers, Members, UserRef, COMM_MAX};
 use rtbox_model::System;
 
 /// A whole configuration: the validated system and the members its boxes name.
@@ -26,6 +27,8 @@ pub struct Config {
     pub system: System,
     /// One entry per box with a `members` table, in file order.
     pub members: Vec<BoxMembers>,
+    /// One entry per box with a `users` list, in file order.
+    pub users: Vec<BoxUsers>,
 }
 
 /// Parses a configuration from text (members are validated, then dropped).
@@ -38,10 +41,12 @@ pub fn parse_str_with_members(text: &str) -> Result<Config, ConfigError> {
     let raw: raw::RawConfig = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
     // Box errors first: a member list of a broken box is the lesser news.
     let members = members::members(text, &raw);
+    let users = members::users(text, &raw);
     let system = convert::to_system(text, raw)?;
     Ok(Config {
         system,
         members: members?,
+        users: users?,
     })
 }
 

@@ -48,6 +48,21 @@ pub struct BoxMembers {
     pub members: Members,
 }
 
+/// A user named in a box's `users` list: a uid, or a name the daemon looks up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserRef {
+    Uid(u32),
+    Name(String),
+}
+
+/// The users of one box, with the line of its `users` list for later messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoxUsers {
+    pub box_name: String,
+    pub line: usize,
+    pub users: Vec<UserRef>,
+}
+
 struct Ctx<'a> {
     text: &'a str,
     subject: Subject,
@@ -138,6 +153,63 @@ pub(crate) fn members(text: &str, raw: &RawConfig) -> Result<Vec<BoxMembers>, Co
             box_name: b.name.get_ref().clone(),
             line,
             members,
+        });
+    }
+    Ok(out)
+}
+
+/// `users` of every box that names some, in file order.
+pub(crate) fn users(text: &str, raw: &RawConfig) -> Result<Vec<BoxUsers>, ConfigError> {
+    let mut out = Vec::new();
+    for b in &raw.boxes {
+        let Some(f) = &b.users else { continue };
+        let ctx = Ctx {
+            text,
+            subject: Subject::Box(b.name.get_ref().clone()),
+        };
+        let mut users = Vec::new();
+        for (i, v) in ctx
+            .array(f, "users", "user ids or names")?
+            .iter()
+            .enumerate()
+        {
+            let path = format!("users[{i}]");
+            let u = match v {
+                Value::Integer(n) => u32::try_from(*n)
+                    .ok()
+                    .filter(|&n| n != u32::MAX)
+                    .map(UserRef::Uid)
+                    .ok_or_else(|| {
+                        ctx.error(
+                            f,
+                            &path,
+                            format!("= {n} is not a user id (0..{})", u32::MAX),
+                        )
+                    })?,
+                Value::String(_) => {
+                    let s = ctx.string(f, &path, v)?;
+                    let valid = !s.is_empty()
+                        && !s.contains(':')
+                        && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+                    if !valid {
+                        return Err(ctx.error(f, &path, format!("= \"{s}\" is not a user name")));
+                    }
+                    UserRef::Name(s.to_string())
+                }
+                other => {
+                    return Err(ctx.error(
+                        f,
+                        &path,
+                        format!("= {} is not a user id or name", crate::convert::show(other)),
+                    ))
+                }
+            };
+            users.push(u);
+        }
+        out.push(BoxUsers {
+            box_name: b.name.get_ref().clone(),
+            line: line_of(text, f.span().start),
+            users,
         });
     }
     Ok(out)
@@ -266,6 +338,7 @@ fn comm(ctx: &Ctx, f: &Field, path: &str, v: &Value) -> Result<String, ConfigErr
 mod tests {
     //! Issue 5: a config file names what goes into each box; bad member lists are refused with
     //! the line, the box and the field.
+    use super::UserRef;
     use crate::{parse_str, parse_str_with_members};
 
     const HEAD: &str = "[platform]\ncpus = 2\n\n[[box]]\nname = \"audio\"\ninterface.per_cpu = { budget = \"10ms\", period = \"100ms\" }\n";
@@ -304,6 +377,37 @@ mod tests {
         assert_eq!(b.members.commands[1], vec!["sleep", "1"]);
         assert_eq!(b.members.comms, vec!["jackd"]);
         assert_eq!(c.system.boxes().len(), 1);
+    }
+
+    #[test]
+    fn users_are_ids_or_names_and_bad_ones_are_named() {
+        // Issue 5 (security): which users may put their processes into a box.
+        let text = format!("{HEAD}users = [1000, \"alice\"]\n");
+        let c = parse_str_with_members(&text).unwrap();
+        assert_eq!(c.users.len(), 1);
+        assert_eq!(c.users[0].box_name, "audio");
+        assert_eq!(c.users[0].line, 7);
+        assert_eq!(
+            c.users[0].users,
+            vec![UserRef::Uid(1000), UserRef::Name("alice".into())]
+        );
+        let e = |u: &str| {
+            parse_str_with_members(&format!("{HEAD}users = {u}\n"))
+                .expect_err("should be refused")
+                .to_string()
+        };
+        assert!(
+            e("[-1]").contains("users[0] = -1 is not a user id"),
+            "{}",
+            e("[-1]")
+        );
+        assert!(e("[1, \"a:b\"]").contains("users[1] = \"a:b\" is not a user name"));
+        assert!(e("[1.5]").contains("users[0]"));
+        assert!(
+            e("1000").contains("users = 1000 must be an array"),
+            "{}",
+            e("1000")
+        );
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct RawBox {
     pub interface: Option<RawInterface>,
     /// What the daemon attaches or starts in this box (ignored by analysis and simulation).
     pub members: Option<RawMembers>,
+    /// Users besides root who may attach their own processes to this box and its children
+    /// through the daemon's socket (ignored by analysis and simulation).
+    pub users: Option<Field>,
 }
 
 /// `members = { pids, cgroups, commands, comms }`: every list optional.

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use rtbox_linux::sched::{self, SchedAttr};
@@ -12,6 +12,7 @@ use rtbox_linux::watchdog::Watchdog;
 use rtbox_linux::{procfs, LinuxError};
 use rtbox_model::{Platform, System};
 
+use crate::access::Access;
 use crate::protocol::{parse_request, reply_err, reply_ok, Request};
 use crate::runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO};
 
@@ -26,6 +27,8 @@ pub struct DaemonConfig {
     pub members: Vec<rtbox_config::BoxMembers>,
     /// Group allowed to use the socket besides root.
     pub group: Option<u32>,
+    /// Users besides root who may use each box (names are looked up at start).
+    pub users: Vec<rtbox_config::BoxUsers>,
     pub poll: u64,
     /// CPU time of one enforcement step, admitted with the reservations (0: not admitted).
     pub loop_step: u64,
@@ -39,6 +42,7 @@ impl Default for DaemonConfig {
             system: None,
             members: Vec::new(),
             group: None,
+            users: Vec::new(),
             poll: 1_000_000,
             loop_step: rtbox_model::DEFAULT_LOOP_STEP,
         }
@@ -54,6 +58,10 @@ pub enum DaemonError {
     Linux(LinuxError),
     /// A configured member does not exist or could not be attached; nothing was changed.
     Members(crate::start::MemberError),
+    /// A box's `users` names an unknown user.
+    Users(String),
+    /// Another daemon (or its watchdog, still restoring) holds the state file's lock.
+    AlreadyRunning(PathBuf),
 }
 
 impl std::fmt::Display for DaemonError {
@@ -64,6 +72,12 @@ impl std::fmt::Display for DaemonError {
             DaemonError::Runtime(e) => write!(f, "{e}"),
             DaemonError::Linux(e) => write!(f, "{e}"),
             DaemonError::Members(e) => write!(f, "{e}; refusing to start (nothing changed)"),
+            DaemonError::Users(e) => write!(f, "{e}; refusing to start (nothing changed)"),
+            DaemonError::AlreadyRunning(p) => write!(
+                f,
+                "another rtbox daemon holds {}; one daemon per state file (nothing changed)",
+                p.display()
+            ),
         }
     }
 }
@@ -108,41 +122,105 @@ fn peer_uid(s: &UnixStream) -> u32 {
     }
 }
 
+/// Longest request line; a longer one ends the connection (it cannot be resynchronised).
+const MAX_REQUEST: usize = 64 * 1024;
+/// Connections served at once; more are answered with an error and closed.
+const MAX_CONNECTIONS: usize = 64;
+
+static CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// One request line: at most [`MAX_REQUEST`] bytes read, `Ok(None)` at the end of input.
+fn read_request<R: BufRead>(r: &mut R) -> std::io::Result<Option<Result<String, String>>> {
+    let mut buf = Vec::new();
+    let n =
+        <&mut R as std::io::Read>::take(r, MAX_REQUEST as u64 + 1).read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() != Some(&b'\n') && buf.len() > MAX_REQUEST {
+        return Ok(Some(Err(format!(
+            "malformed request: longer than {} KiB",
+            MAX_REQUEST / 1024
+        ))));
+    }
+    Ok(Some(String::from_utf8(buf).map_err(|e| {
+        format!(
+            "malformed request: not UTF-8 (byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })))
+}
+
 fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
     for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+        let Ok(mut conn) = conn else { continue };
+        if CONNECTIONS.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            CONNECTIONS.fetch_sub(1, Ordering::SeqCst);
+            eprintln!("rtbox daemon: refused a connection: {MAX_CONNECTIONS} already open");
+            let _ = writeln!(conn, "{}", reply_err("busy: too many connections"));
+            continue;
+        }
         let tx = tx.clone();
         std::thread::spawn(move || {
-            let uid = peer_uid(&conn);
-            let Ok(mut w) = conn.try_clone() else { return };
-            let r = BufReader::new(conn);
-            for line in r.lines() {
-                let Ok(line) = line else { return };
-                let (rtx, rrx) = mpsc::channel();
-                let req = if line.trim().is_empty() {
-                    Err("malformed request: empty line".to_string())
-                } else if line.len() > 64 * 1024 {
-                    Err("malformed request: longer than 64 KiB".to_string())
-                } else {
-                    parse_request(&line)
-                };
-                if tx
-                    .send(Incoming {
-                        req,
-                        uid,
-                        reply: rtx,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-                let Ok(answer) = rrx.recv() else { return };
-                if w.write_all(answer.as_bytes()).is_err() || w.write_all(b"\n").is_err() {
-                    return;
-                }
-            }
+            connection(conn, tx);
+            CONNECTIONS.fetch_sub(1, Ordering::SeqCst);
         });
     }
+}
+
+/// Requests of one client, answered in order.
+fn connection(conn: UnixStream, tx: mpsc::Sender<Incoming>) {
+    let uid = peer_uid(&conn);
+    let Ok(mut w) = conn.try_clone() else { return };
+    let mut r = BufReader::new(conn);
+    loop {
+        let Ok(Some(line)) = read_request(&mut r) else {
+            return;
+        };
+        let too_long = line.as_ref().is_err_and(|e| e.contains("longer than"));
+        let req = line.and_then(|l| {
+            if l.trim().is_empty() {
+                Err("malformed request: empty line".to_string())
+            } else {
+                parse_request(l.trim_end_matches(['\n', '\r']))
+            }
+        });
+        let (rtx, rrx) = mpsc::channel();
+        let sent = tx.send(Incoming {
+            req,
+            uid,
+            reply: rtx,
+        });
+        if sent.is_err() {
+            return;
+        }
+        let Ok(answer) = rrx.recv() else { return };
+        if w.write_all(answer.as_bytes()).is_err() || w.write_all(b"\n").is_err() || too_long {
+            return;
+        }
+    }
+}
+
+/// Takes the exclusive lock `STATE.lock` next to the state file, or says who holds it.
+fn lock_state(state: &std::path::Path) -> Result<std::fs::File, DaemonError> {
+    use std::os::fd::AsRawFd;
+    let mut name = state.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| DaemonError::Linux(LinuxError::io(&path, e)))?;
+    // SAFETY: flock on a file descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(DaemonError::AlreadyRunning(path));
+    }
+    Ok(f)
 }
 
 /// Run the daemon until SIGTERM / SIGINT / SIGHUP; every touched thread is restored on the way
@@ -151,12 +229,43 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     if !rtbox_linux::is_root() {
         return Err(DaemonError::NotRoot);
     }
+    let mut access = Access::default();
+    for u in &cfg.users {
+        let mut ids = Vec::new();
+        for (i, r) in u.users.iter().enumerate() {
+            ids.push(match r {
+                rtbox_config::UserRef::Uid(n) => *n,
+                rtbox_config::UserRef::Name(n) => rtbox_linux::users::uid(n).map_err(|e| {
+                    DaemonError::Users(format!(
+                        "line {}: box \"{}\": users[{i}]: {e}",
+                        u.line, u.box_name
+                    ))
+                })?,
+            });
+        }
+        access.set(&u.box_name, ids);
+    }
+    // One daemon per state file: a second one would "repair" the first one's members. The
+    // watchdog inherits the lock, so a restart waits until a crashed daemon's threads are back.
+    let _lock = lock_state(&cfg.state_file)?;
     // The watchdog first, while this process has a single thread.
     let _watchdog = Watchdog::spawn(cfg.state_file.clone()).map_err(DaemonError::Linux)?;
-    let (platform, specs) = match &cfg.system {
+    let (mut platform, specs) = match &cfg.system {
         Some(s) => (s.platform.clone(), s.specs()),
         None => (Platform::with_cpus(sched::online_cpus()), Vec::new()),
     };
+    // Members run as RT threads: no CPU can give them more than the kernel's RT limit.
+    if let Some((runtime, period)) = sched::rt_limit() {
+        let limit = rtbox_model::Bandwidth::of(runtime.min(period), period);
+        if limit < platform.cap {
+            eprintln!(
+                "rtbox daemon: kernel RT limit sched_rt_runtime_us/sched_rt_period_us = {runtime}/{period} is below the platform cap {}: admitting against {}",
+                platform.cap.format(4),
+                limit.format(4)
+            );
+            platform.cap = limit;
+        }
+    }
     let mut rt = Runtime::new(
         platform,
         specs,
@@ -223,7 +332,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     );
     while !STOP.load(Ordering::SeqCst) {
         while let Ok(inc) = rx.try_recv() {
-            let answer = handle(&mut rt, inc.req, inc.uid);
+            let answer = handle(&mut rt, &mut access, inc.req, inc.uid);
             let _ = inc.reply.send(answer);
         }
         let now = rt.now();
@@ -250,7 +359,12 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
 }
 
 /// Answer one request; refused and failed actions are logged.
-pub fn handle(rt: &mut Runtime, req: Result<Request, String>, uid: u32) -> String {
+pub fn handle(
+    rt: &mut Runtime,
+    access: &mut Access,
+    req: Result<Request, String>,
+    uid: u32,
+) -> String {
     let req = match req {
         Ok(r) => r,
         Err(e) => {
@@ -258,7 +372,7 @@ pub fn handle(rt: &mut Runtime, req: Result<Request, String>, uid: u32) -> Strin
             return reply_err(&e);
         }
     };
-    let r = dispatch(rt, req.clone(), uid);
+    let r = dispatch(rt, access, req.clone(), uid);
     match r {
         Ok(v) => reply_ok(v),
         Err(e) => {
@@ -268,7 +382,23 @@ pub fn handle(rt: &mut Runtime, req: Result<Request, String>, uid: u32) -> Strin
     }
 }
 
-fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Value, RuntimeError> {
+/// Refuses unless `uid` could signal process `pid` (root, or its real or saved uid).
+fn may_signal(uid: u32, pid: i32) -> Result<(), RuntimeError> {
+    if uid == 0 || procfs::signal_uids(pid).is_ok_and(|ids| ids.contains(&uid)) {
+        Ok(())
+    } else {
+        Err(RuntimeError::Refused(format!(
+            "process {pid} does not belong to uid {uid}"
+        )))
+    }
+}
+
+fn dispatch(
+    rt: &mut Runtime,
+    access: &mut Access,
+    req: Request,
+    uid: u32,
+) -> Result<serde_json::Value, RuntimeError> {
     let root = uid == 0;
     let need_root = |what: &str| {
         if root {
@@ -281,16 +411,21 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
         Request::Create { spec } => {
             need_root("box create")?;
             rt.create_box(spec.to_spec().map_err(RuntimeError::Invalid)?)?;
+            access.set(&spec.name, spec.users.unwrap_or_default());
             Ok(serde_json::json!({}))
         }
         Request::Set { spec } => {
             need_root("box set")?;
             rt.set_box(spec.to_spec().map_err(RuntimeError::Invalid)?)?;
+            if let Some(u) = spec.users {
+                access.set(&spec.name, u);
+            }
             Ok(serde_json::json!({}))
         }
         Request::Delete { name } => {
             need_root("box delete")?;
             rt.delete_box(&name)?;
+            access.retain(rt.specs());
             Ok(serde_json::json!({}))
         }
         Request::Attach {
@@ -300,9 +435,12 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
         } => {
             let target = match (pid, cgroup) {
                 (Some(p), None) if p > 0 => {
-                    if !root && procfs::uid(p).ok() != Some(uid) {
+                    may_signal(uid, p)?;
+                    if rt.specs().iter().any(|b| b.name == box_name)
+                        && !access.may_use(rt.specs(), &box_name, uid)
+                    {
                         return Err(RuntimeError::Refused(format!(
-                            "process {p} does not belong to uid {uid}"
+                            "box \"{box_name}\" does not list uid {uid} in its users"
                         )));
                     }
                     Target::Pid(p)
@@ -331,11 +469,7 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
             box_name,
         } => {
             if let Some(p) = pid {
-                if !root && procfs::uid(p).ok() != Some(uid) {
-                    return Err(RuntimeError::Refused(format!(
-                        "process {p} does not belong to uid {uid}"
-                    )));
-                }
+                may_signal(uid, p)?;
             } else {
                 need_root("detach of a cgroup or box")?;
             }
@@ -354,6 +488,7 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
                         "mode": b.mode.name(),
                         "placement": b.placement.name(),
                         "policy": b.policy.name(),
+                        "users": access.users(&b.name),
                         "members": rt.member_tids(&b.name),
                     })
                 })
@@ -367,5 +502,27 @@ fn dispatch(rt: &mut Runtime, req: Request, uid: u32) -> Result<serde_json::Valu
         Request::Metrics {} => Ok(serde_json::json!({
             "text": crate::metrics::render(&rt.server_rows())
         })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_bounded_and_non_utf8_gets_an_answer() {
+        // Issue 5 (security): malformed requests get an error, never a hang or a silent close.
+        let mut input: Vec<u8> = b"{\"op\":\"status\"}\n\xff\xfe\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_REQUEST + 10));
+        input.extend(b"\n{\"op\":\"status\"}\n");
+        let mut r = BufReader::new(&input[..]);
+        let first = read_request(&mut r).unwrap().unwrap().unwrap();
+        assert_eq!(first, "{\"op\":\"status\"}\n");
+        let bad = read_request(&mut r).unwrap().unwrap().unwrap_err();
+        assert!(bad.contains("not UTF-8 (byte 0)"), "{bad}");
+        let long = read_request(&mut r).unwrap().unwrap().unwrap_err();
+        assert!(long.contains("longer than 64 KiB"), "{long}");
+        let mut r = BufReader::new(&b""[..]);
+        assert!(read_request(&mut r).unwrap().is_none());
     }
 }

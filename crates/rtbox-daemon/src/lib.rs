@@ -3,6 +3,7 @@
 //!
 //! See docs/runtime.md for the design (priority range, modes, kernel rules, crash safety).
 
+pub mod access;
 pub mod backstop;
 pub mod bench;
 pub mod charge;

@@ -36,6 +36,10 @@ pub struct BoxReq {
     pub placement: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// User ids besides root who may attach their own processes to the box and its children;
+    /// on `set`, absent keeps the box's users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<u32>>,
 }
 
 /// One request.

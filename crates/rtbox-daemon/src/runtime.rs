@@ -236,8 +236,8 @@ pub struct Runtime {
     last_full_scan: u64,
     /// Process events were lost: the next step scans everything.
     force_full_scan: bool,
-    /// Members joined since the last step: they run unmanaged until a step places them, so
-    /// the loop steps again at once.
+    /// Members joined, or changed their own policy or affinity, since the last step: they run
+    /// unmanaged until a step places them, so the loop steps again at once.
     unplaced: bool,
     /// A release withdrew every backstop plan: the step that did it publishes them again.
     plans_withdrawn: bool,
@@ -942,7 +942,13 @@ impl Runtime {
                 self.add_threads(&bx, &tids);
             }
         }
-        // Drift: a member changed its own policy or affinity.
+        self.release_empty_processes();
+    }
+
+    /// Members that changed their own policy or affinity (or had it changed) get the box's
+    /// back at the next step: their recorded state is made to differ from the desired one.
+    fn correct_drift(&mut self) {
+        let mut drifted = false;
         for (tid, m) in self.members.iter_mut() {
             if let Some(a) = &m.applied {
                 let attr_ok = sched::get_attr(*tid).map(|x| x == a.attr).unwrap_or(true);
@@ -950,6 +956,7 @@ impl Runtime {
                     .map(|c| c == a.cpus)
                     .unwrap_or(true);
                 if !attr_ok || !cpus_ok {
+                    drifted = true;
                     m.applied = Some(Applied {
                         attr: SchedAttr::other(0),
                         cpus: Vec::new(),
@@ -958,7 +965,8 @@ impl Runtime {
                 }
             }
         }
-        self.release_empty_processes();
+        // Put back by an extra step at once, like new members.
+        self.unplaced |= drifted;
     }
 
     /// Drops an exited member (no restore: the thread is gone) and its journal entry.
@@ -1232,6 +1240,7 @@ impl Runtime {
                 self.scan_cgroups();
                 self.release_empty_processes();
             }
+            self.correct_drift();
             // A release withdrew every plan: give the backstop the others' back.
             if self.plans_withdrawn {
                 let again = self.publish_backstop(now);

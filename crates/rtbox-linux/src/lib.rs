@@ -21,6 +21,7 @@ pub mod procevents;
 pub mod procfs;
 pub mod sched;
 pub mod snapshot;
+pub mod users;
 pub mod watchdog;
 
 pub use error::LinuxError;

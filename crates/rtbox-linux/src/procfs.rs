@@ -150,6 +150,28 @@ pub fn uid(pid: i32) -> Result<u32, LinuxError> {
         })
 }
 
+/// The real and saved user ids of a process: whom the kernel lets signal it (besides root).
+pub fn signal_uids(pid: i32) -> Result<[u32; 2], LinuxError> {
+    let path = PathBuf::from(format!("/proc/{pid}/status"));
+    let text = fs::read_to_string(&path).map_err(|_| LinuxError::NoSuchThread(pid))?;
+    let ids: Vec<u32> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    match ids[..] {
+        [real, _, saved, ..] => Ok([real, saved]),
+        _ => Err(LinuxError::Parse {
+            path,
+            what: "Uid".into(),
+        }),
+    }
+}
+
 fn numeric_entries(dir: &str) -> Result<Vec<i32>, LinuxError> {
     let rd = fs::read_dir(dir).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {

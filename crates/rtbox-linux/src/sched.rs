@@ -220,6 +220,21 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// The kernel's global RT limit: `sched_rt_runtime_us` of every `sched_rt_period_us`, in
+/// microseconds; `None` when unlimited (-1) or unreadable.
+pub fn rt_limit() -> Option<(u64, u64)> {
+    let read = |f: &str| -> Option<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let runtime = u64::try_from(read("sched_rt_runtime_us")?).ok()?;
+    let period = u64::try_from(read("sched_rt_period_us")?).ok()?;
+    (period > 0).then_some((runtime, period))
+}
+
 /// Number of CPUs online.
 pub fn online_cpus() -> u32 {
     // SAFETY: sysconf has no preconditions.
