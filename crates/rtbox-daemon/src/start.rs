@@ -6,11 +6,11 @@
 //! fails (a process exited in between), everything attached so far is restored by the caller
 //! (`Runtime::shutdown`) and the daemon refuses to start.
 
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rtbox_config::BoxMembers;
+use rtbox_linux::gated::GatedChild;
 use rtbox_linux::procfs;
 
 use crate::runtime::{Runtime, Target};
@@ -157,42 +157,16 @@ pub fn attach_members(rt: &mut Runtime, members: &[BoxMembers]) -> Result<Vec<i3
     Ok(started)
 }
 
-/// Start `argv` inside a box like `rtbox exec`: the child stops itself before `exec`, is
-/// attached while stopped, then continues, so it never runs outside the box.
+/// Start `argv` inside a box like `rtbox exec`: the child waits at a gate before `exec`, is
+/// attached while it waits, then let through, so it never runs outside the box (and never
+/// runs at all if the attach fails or the daemon dies first).
 fn start_in_box(rt: &mut Runtime, box_name: &str, argv: &[String]) -> Result<i32, String> {
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| CString::new(a.as_str()).map_err(|_| "contains a NUL byte".to_string()))
-        .collect::<Result<_, _>>()?;
-    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: the child only calls async-signal-safe functions (raise, execvp, _exit).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        // SAFETY: see above; ptrs is a NUL-terminated argv of valid C strings.
-        unsafe {
-            libc::raise(libc::SIGSTOP);
-            libc::execvp(ptrs[0], ptrs.as_ptr());
-            libc::_exit(127);
-        }
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child to stop.
-    unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-    if let Err(e) = rt.attach(box_name, Target::Pid(pid)) {
-        // SAFETY: killing and reaping our own stopped child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, &mut status, 0);
-        }
+    let child = GatedChild::spawn(argv).map_err(|e| e.to_string())?;
+    if let Err(e) = rt.attach(box_name, Target::Pid(child.pid)) {
+        child.cancel();
         return Err(e.to_string());
     }
-    // SAFETY: continuing our own child.
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    Ok(pid)
+    Ok(child.release())
 }
 
 /// Reap started commands that exited (no zombies); returns what to log.

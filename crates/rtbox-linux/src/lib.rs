@@ -15,6 +15,7 @@
 
 pub mod cgroup;
 pub mod error;
+pub mod gated;
 pub mod journal;
 pub mod perf;
 pub mod procevents;
