@@ -737,3 +737,45 @@ fn admission_follows_a_lower_kernel_rt_limit() {
     ]);
     assert_eq!(code, 0, "{msg}");
 }
+
+/// Issue 5 (shared boxes): an RT thread put into a shared box runs as a normal thread while
+/// there (a shared box has no guarantee; at FIFO 95 it would preempt every reservation), and
+/// gets its RT policy back when detached.
+#[test]
+fn an_rt_member_of_a_shared_box_runs_as_a_normal_thread() {
+    if !root_or_skip(
+        "an_rt_member_of_a_shared_box_runs_as_a_normal_thread",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::start("sharedrt");
+    assert_eq!(env.rtbox(&["box", "create", "S", "--weight", "1"]).0, 0);
+    let h = Proc(
+        Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep"),
+    );
+    let pid = h.0.id() as i32;
+    sched::set_attr(
+        pid,
+        &SchedAttr {
+            flags: 0,
+            ..SchedAttr::fifo(95)
+        },
+    )
+    .unwrap();
+    let orig = state(pid);
+    let (code, msg) = env.rtbox(&["attach", "S", "--pid", &pid.to_string()]);
+    assert_eq!(code, 0, "{msg}");
+    let t0 = Instant::now();
+    while sched::get_attr(pid).unwrap().is_rt() && t0.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sched::get_attr(pid).unwrap().policy, sched::SCHED_OTHER);
+    let (code, msg) = env.rtbox(&["detach", "--pid", &pid.to_string()]);
+    assert_eq!(code, 0, "{msg}");
+    assert_eq!(state(pid), orig);
+}

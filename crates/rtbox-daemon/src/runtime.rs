@@ -1533,17 +1533,20 @@ impl Runtime {
                 .unwrap_or((Mode::Hard, true));
             let servers = self.sched.box_servers(&m.box_name);
             if shared || servers.is_empty() {
-                // Shared boxes run in what the reservations leave: their own policy, the box's
-                // CPUs, and a nice level from their weight (one nice step is ~1.25x weight).
+                // Shared boxes run in what the reservations leave: as normal threads (their
+                // own normal policy; an RT or deadline member would preempt every reservation,
+                // so it runs as SCHED_OTHER while managed), on the box's CPUs, at a nice level
+                // from their weight (one nice step is ~1.25x weight).
                 m.charge_to = None;
                 let Some(b) = self.system.get(&m.box_name) else {
                     continue;
                 };
                 let mut attr = m.snapshot.attr;
+                if attr.is_rt() || attr.policy == sched::SCHED_DEADLINE {
+                    attr = SchedAttr::other(attr.nice);
+                }
                 if let rtbox_model::Interface::Shared { weight } = b.spec.interface {
-                    if !attr.is_rt() && attr.policy != sched::SCHED_DEADLINE {
-                        attr.nice = shared_nice(weight, max_weight);
-                    }
+                    attr.nice = shared_nice(weight, max_weight);
                 }
                 let desired = Applied {
                     attr,
