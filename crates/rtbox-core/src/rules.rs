@@ -135,15 +135,31 @@ pub fn cbs_replenish(s: CbsState, p: CbsParams) -> CbsState {
     }
 }
 
+/// A fresh period from `now`: `d := t + D`, `c := Q`. The kernel's `replenish_dl_new_period`.
+pub fn cbs_new_period(p: CbsParams, now: Nanos) -> CbsState {
+    CbsState {
+        runtime: q(p.budget),
+        deadline: now + p.deadline,
+    }
+}
+
 /// Hard CBS throttling on exhaustion (seed 000, section 1.1): the server is suspended until its
 /// current deadline `d`, when it is replenished. Returns the replenished state and the time the
 /// server may run again, or `None` when `d` has already passed (then the replenished server may
 /// run at once, as the kernel does when its timer would be in the past).
+///
+/// A server that throttles so late that even its replenished deadline has passed (its driver
+/// stalled for more than a period) starts a fresh period from now instead: postponing `d` one
+/// period at a time would hand it one budget per missed period back to back, with a deadline
+/// in the past that beats every other server under EDF. The kernel's `replenish_dl_entity`
+/// does the same for such a lagging entity.
 pub fn cbs_throttle(s: CbsState, p: CbsParams, now: Nanos) -> (CbsState, Option<Nanos>) {
     let until = s.deadline;
     let next = cbs_replenish(s, p);
     if until > now {
         (next, Some(until))
+    } else if next.deadline <= now {
+        (cbs_new_period(p, now), None)
     } else {
         (next, None)
     }
@@ -158,6 +174,37 @@ mod tests {
         period: 6,
         deadline: 6,
     };
+
+    #[test]
+    fn a_lagging_server_gets_one_fresh_period_not_one_budget_per_missed_period() {
+        // Exhausted at 40 with deadline 6 (its driver stalled): one replenishment gives d = 12,
+        // still past; the server restarts from now with Q, not with budgets for 12, 18, .. 42.
+        let s = CbsState {
+            runtime: -1,
+            deadline: 6,
+        };
+        let (st, until) = cbs_throttle(s, S1, 40);
+        assert_eq!(until, None);
+        assert_eq!(
+            st,
+            CbsState {
+                runtime: 3,
+                deadline: 46
+            }
+        );
+        // Late but within the next period: the usual replenishment (d = 12 > 10), at once.
+        let (st, until) = cbs_throttle(s, S1, 10);
+        assert_eq!(
+            (st, until),
+            (
+                CbsState {
+                    runtime: 2,
+                    deadline: 12
+                },
+                None
+            )
+        );
+    }
 
     #[test]
     fn refund_restores_an_overrun_but_never_beyond_q() {

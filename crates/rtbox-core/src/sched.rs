@@ -5,7 +5,8 @@ use std::collections::VecDeque;
 use rtbox_model::{admit, Bandwidth, Mode, Nanos, Placement, Policy, System};
 
 use crate::rules::{
-    cbs_charge, cbs_exhausted, cbs_refund, cbs_throttle, cbs_wakeup, CbsParams, CbsState,
+    cbs_charge, cbs_exhausted, cbs_new_period, cbs_refund, cbs_throttle, cbs_wakeup, CbsParams,
+    CbsState,
 };
 use crate::types::{
     Accounting, CoreError, CpuDecision, Event, Options, Running, ServerId, ServerInfo, Slot,
@@ -493,6 +494,11 @@ impl Scheduler {
             if s.throttled && s.replenish_at <= now {
                 s.throttled = false;
                 self.dirty = true;
+                // A timer fired more than a period late: its replenished deadline has passed
+                // too, so the server starts a fresh period (the lagging rule of `cbs_throttle`).
+                if s.st.deadline <= now {
+                    s.st = cbs_new_period(s.params, now);
+                }
                 if self.opts.record_events {
                     self.events.push_back(Event::Replenished {
                         at: now,
@@ -1377,6 +1383,41 @@ mod tests {
             f2,
             "round robin after one timeslice"
         );
+    }
+
+    /// Issue 5 (a stalled driver): a busy server whose driver comes back after several periods
+    /// gets one fresh period, not a budget for every period it missed back to back (that gave
+    /// a hog 0.36 CPU of a 0.2 reservation after a 200 ms loop stall).
+    #[test]
+    fn a_stalled_driver_does_not_hand_out_missed_budgets() {
+        let system = one_cpu_boxes(&[("S1", 2, 10)]);
+        let opts = Options {
+            accounting: Accounting::Measured,
+            ..Options::default()
+        };
+        let mut s = Scheduler::new(&system, opts).unwrap();
+        let a = s.add_task(member("A", "S1", 1)).unwrap();
+        let sid = ServerId(0);
+        s.wake(0, a, None).unwrap();
+        s.advance(0);
+        // Exhausted on time, replenished at 10: then the driver stalls until 55 while the
+        // member ran its 2 (and then was stopped by other means).
+        s.charge(2, sid, 2).unwrap();
+        s.advance(2);
+        assert!(s.server(sid).throttled);
+        s.charge(55, sid, 2).unwrap();
+        s.advance(55);
+        let i = s.server(sid);
+        assert!(!i.throttled, "runs again at once");
+        assert_eq!((i.runtime, i.deadline), (2, 65), "a fresh period from 55");
+        // Its replenishment timer itself fires late, past the replenished deadline.
+        s.charge(57, sid, 2).unwrap();
+        s.advance(57);
+        assert_eq!(s.server(sid).deadline, 75);
+        assert!(s.server(sid).throttled);
+        s.advance(100);
+        let i = s.server(sid);
+        assert_eq!((i.runtime, i.deadline, i.throttled), (2, 110, false));
     }
 
     #[test]

@@ -342,6 +342,8 @@ fn a_stalled_loop_is_backed_up_per_cpu() {
     drop(hog);
     assert!(stalled_ok, "ran {ran} ns with {left} ns left");
     assert!(stops >= 1, "the backstop did not report its stop");
-    assert!((0.1..0.35).contains(&share), "share {share}");
+    // 500 ms hold 5 or 6 replenishments: 0.2-0.24 CPU. More means the core handed out the
+    // budgets of the periods the stall missed (measured 0.24-0.36 before the lagging rule).
+    assert!((0.1..0.26).contains(&share), "share {share}");
     assert_eq!(state, 'R', "the hog was left stopped");
 }
