@@ -135,10 +135,13 @@ pub fn cbs_replenish(s: CbsState, p: CbsParams) -> CbsState {
     }
 }
 
-/// A fresh period from `now`: `d := t + D`, `c := Q`. The kernel's `replenish_dl_new_period`.
-pub fn cbs_new_period(p: CbsParams, now: Nanos) -> CbsState {
+/// A lagging server's restart (its replenished deadline has already passed): the deadline
+/// moves to `t + D`, the budget stays as replenished. The kernel's `replenish_dl_entity` also
+/// resets a lagging entity's budget to Q, forgiving its overrun; rtbox keeps the overrun owed,
+/// because its overruns are enforcement delay that the next period must pay back.
+pub fn cbs_restart(s: CbsState, p: CbsParams, now: Nanos) -> CbsState {
     CbsState {
-        runtime: q(p.budget),
+        runtime: s.runtime,
         deadline: now + p.deadline,
     }
 }
@@ -149,17 +152,16 @@ pub fn cbs_new_period(p: CbsParams, now: Nanos) -> CbsState {
 /// run at once, as the kernel does when its timer would be in the past).
 ///
 /// A server that throttles so late that even its replenished deadline has passed (its driver
-/// stalled for more than a period) starts a fresh period from now instead: postponing `d` one
-/// period at a time would hand it one budget per missed period back to back, with a deadline
-/// in the past that beats every other server under EDF. The kernel's `replenish_dl_entity`
-/// does the same for such a lagging entity.
+/// stalled for more than a period) restarts from now instead ([`cbs_restart`]): postponing `d`
+/// one period at a time would hand it one budget per missed period back to back, with a
+/// deadline in the past that beats every other server under EDF.
 pub fn cbs_throttle(s: CbsState, p: CbsParams, now: Nanos) -> (CbsState, Option<Nanos>) {
     let until = s.deadline;
     let next = cbs_replenish(s, p);
     if until > now {
         (next, Some(until))
     } else if next.deadline <= now {
-        (cbs_new_period(p, now), None)
+        (cbs_restart(next, p, now), None)
     } else {
         (next, None)
     }
@@ -178,7 +180,7 @@ mod tests {
     #[test]
     fn a_lagging_server_gets_one_fresh_period_not_one_budget_per_missed_period() {
         // Exhausted at 40 with deadline 6 (its driver stalled): one replenishment gives d = 12,
-        // still past; the server restarts from now with Q, not with budgets for 12, 18, .. 42.
+        // still past; the server restarts from now, not with budgets for 12, 18, .. 42.
         let s = CbsState {
             runtime: -1,
             deadline: 6,
@@ -188,9 +190,10 @@ mod tests {
         assert_eq!(
             st,
             CbsState {
-                runtime: 3,
+                runtime: 2,
                 deadline: 46
-            }
+            },
+            "restarted from 40, the overrun of 1 still owed"
         );
         // Late but within the next period: the usual replenishment (d = 12 > 10), at once.
         let (st, until) = cbs_throttle(s, S1, 10);

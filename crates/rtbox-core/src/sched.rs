@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use rtbox_model::{admit, Bandwidth, Mode, Nanos, Placement, Policy, System};
 
 use crate::rules::{
-    cbs_charge, cbs_exhausted, cbs_new_period, cbs_refund, cbs_throttle, cbs_wakeup, CbsParams,
+    cbs_charge, cbs_exhausted, cbs_refund, cbs_restart, cbs_throttle, cbs_wakeup, CbsParams,
     CbsState,
 };
 use crate::types::{
@@ -495,9 +495,9 @@ impl Scheduler {
                 s.throttled = false;
                 self.dirty = true;
                 // A timer fired more than a period late: its replenished deadline has passed
-                // too, so the server starts a fresh period (the lagging rule of `cbs_throttle`).
+                // too, so the server restarts from now (the lagging rule of `cbs_throttle`).
                 if s.st.deadline <= now {
-                    s.st = cbs_new_period(s.params, now);
+                    s.st = cbs_restart(s.st, s.params, now);
                 }
                 if self.opts.record_events {
                     self.events.push_back(Event::Replenished {
@@ -1400,21 +1400,25 @@ mod tests {
         let sid = ServerId(0);
         s.wake(0, a, None).unwrap();
         s.advance(0);
-        // Exhausted on time, replenished at 10: then the driver stalls until 55 while the
-        // member ran its 2 (and then was stopped by other means).
+        // Exhausted on time, replenished for [10, 20); then the driver stalls until 55 while
+        // the member ran that period's 2 (and was then stopped by other means).
         s.charge(2, sid, 2).unwrap();
         s.advance(2);
         assert!(s.server(sid).throttled);
         s.charge(55, sid, 2).unwrap();
         s.advance(55);
         let i = s.server(sid);
-        assert!(!i.throttled, "runs again at once");
-        assert_eq!((i.runtime, i.deadline), (2, 65), "a fresh period from 55");
-        // Its replenishment timer itself fires late, past the replenished deadline.
-        s.charge(57, sid, 2).unwrap();
-        s.advance(57);
-        assert_eq!(s.server(sid).deadline, 75);
-        assert!(s.server(sid).throttled);
+        assert!(i.throttled, "no budget for the missed periods 20..50");
+        assert_eq!(
+            i.deadline, 75,
+            "restarted from 55 (until 65), replenished for 75"
+        );
+        assert_eq!(s.next_timer(), Some(65));
+        s.advance(65);
+        s.charge(67, sid, 2).unwrap();
+        s.advance(67);
+        assert_eq!(s.server(sid).deadline, 85);
+        // Its replenishment timer (75) fires late, past the replenished deadline (85) too.
         s.advance(100);
         let i = s.server(sid);
         assert_eq!((i.runtime, i.deadline, i.throttled), (2, 110, false));
