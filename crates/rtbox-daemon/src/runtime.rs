@@ -951,7 +951,9 @@ impl Runtime {
         let mut drifted = false;
         for (tid, m) in self.members.iter_mut() {
             if let Some(a) = &m.applied {
-                let attr_ok = sched::get_attr(*tid).map(|x| x == a.attr).unwrap_or(true);
+                let attr_ok = sched::get_attr(*tid)
+                    .map(|x| x.same_policy(&a.attr))
+                    .unwrap_or(true);
                 let cpus_ok = sched::get_affinity(*tid)
                     .map(|c| c == a.cpus)
                     .unwrap_or(true);

@@ -86,6 +86,20 @@ impl SchedAttr {
         matches!(self.policy, SCHED_FIFO | SCHED_RR)
     }
 
+    /// Whether a thread read back with `self` runs under the policy `set` asked for. Only the
+    /// fields the policy uses count: the kernel reports a fair thread's time slice in
+    /// `runtime` (6.12+, EEVDF) and keeps an RT thread's old nice, which `set` never named.
+    pub fn same_policy(&self, set: &SchedAttr) -> bool {
+        let fair = matches!(self.policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE);
+        self.policy == set.policy
+            && self.flags & SCHED_FLAG_RESET_ON_FORK == set.flags & SCHED_FLAG_RESET_ON_FORK
+            && self.priority == set.priority
+            && (!fair || self.nice == set.nice)
+            && (self.policy != SCHED_DEADLINE
+                || (self.runtime, self.deadline, self.period)
+                    == (set.runtime, set.deadline, set.period))
+    }
+
     /// A short human name of the policy.
     pub fn policy_name(&self) -> &'static str {
         match self.policy {
@@ -245,6 +259,37 @@ pub fn online_cpus() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 5 regression: drift was "found" at every scan for throttled (SCHED_IDLE) members,
+    /// whose slice the kernel reports in `runtime`, and re-applied each time.
+    #[test]
+    fn same_policy_ignores_fields_the_policy_does_not_use() {
+        let idle = SchedAttr {
+            policy: SCHED_IDLE,
+            ..SchedAttr::other(0)
+        };
+        let read = SchedAttr {
+            runtime: 1_400_000,
+            ..idle
+        };
+        assert!(read.same_policy(&idle));
+        let fifo = SchedAttr::fifo(50);
+        assert!(
+            SchedAttr { nice: 5, ..fifo }.same_policy(&fifo),
+            "RT keeps its old nice"
+        );
+        assert!(!SchedAttr::fifo(51).same_policy(&fifo));
+        assert!(!SchedAttr::other(3).same_policy(&SchedAttr::other(0)));
+        assert!(!SchedAttr { flags: 0, ..fifo }.same_policy(&fifo));
+        let dl = SchedAttr {
+            policy: SCHED_DEADLINE,
+            runtime: 1,
+            deadline: 2,
+            period: 2,
+            ..SchedAttr::other(0)
+        };
+        assert!(!SchedAttr { runtime: 2, ..dl }.same_policy(&dl));
+    }
 
     #[test]
     fn own_thread_attr_and_affinity_read_back() {
