@@ -1095,18 +1095,10 @@ impl Runtime {
                             // itself keeps the charge: its server may be mid-period.
                             if let Some(s) = m.charge_to.or(m.last_server) {
                                 if frozen && steal > 0 && self.sched.server(s).throttled {
-                                    let given = self.sched.refund(s, steal).unwrap_or(0);
-                                    // The refunded time ran before the replenishment that
-                                    // opened the measured period: keep it out of that period.
-                                    let info = self.sched.server(s);
-                                    let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
-                                    if let Some((_, c)) = self
-                                        .stats
-                                        .get_mut(&key)
-                                        .and_then(|st| st.last_replenish.as_mut())
-                                    {
-                                        *c = c.saturating_sub(given);
-                                    }
+                                    // The refund also lowers the server's consumed count, so
+                                    // the period it falls in is measured net of the steal (the
+                                    // kernel's view).
+                                    let _ = self.sched.refund(s, steal);
                                 }
                             }
                         }
