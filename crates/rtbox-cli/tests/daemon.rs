@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rtbox_linux::cgroup;
@@ -15,6 +15,14 @@ mod root;
 use root::{hog, root_or_skip, state, Orig, Proc};
 
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One root-only test at a time; `None`, after printing why, without root.
+fn serial(name: &str, why: &str) -> Option<MutexGuard<'static, ()>> {
+    if !root_or_skip(name, why) {
+        return None;
+    }
+    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 struct Env {
     dir: PathBuf,
@@ -64,11 +72,7 @@ impl Env {
             .arg(&self.sock)
             .output()
             .expect("run rtbox");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).to_string()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
+        outcome(out)
     }
 
     /// `rtbox exec ARGS`: the socket goes before the command's `--`.
@@ -80,11 +84,7 @@ impl Env {
             .args(args)
             .output()
             .expect("run rtbox exec");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).to_string()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
+        outcome(out)
     }
 
     fn raw(&self, line: &str) -> serde_json::Value {
@@ -103,6 +103,24 @@ impl Drop for Env {
         std::thread::sleep(Duration::from_millis(100));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A sleeping process (`sleep 600`), for members that must not use the CPU.
+pub fn sleeper() -> Proc {
+    Proc(
+        Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep"),
+    )
+}
+
+/// Exit code and stdout + stderr of a finished command.
+fn outcome(out: std::process::Output) -> (i32, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
 }
 
 fn rtbox_daemon_request(sock: &Path, line: &str) -> serde_json::Value {
@@ -187,13 +205,12 @@ fn wait_restored(hogs: &[Proc], orig: &[Orig], limit: Duration) -> Duration {
 /// Issue 5, acceptance 5: kill -9 of the daemon, everything restored within 1 s.
 #[test]
 fn kill_9_restores_every_thread_within_one_second() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "kill_9_restores_every_thread_within_one_second",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let mut env = Env::start("kill9");
     let (hogs, orig) = setup(&env);
     let mut d = env.daemon.take().unwrap();
@@ -211,13 +228,12 @@ fn kill_9_restores_every_thread_within_one_second() {
 /// Issue 5: SIGTERM restores everything before the daemon exits; detach restores at once.
 #[test]
 fn sigterm_and_detach_restore() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "sigterm_and_detach_restore",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let mut env = Env::start("term");
     let (hogs, orig) = setup(&env);
     let p0 = hogs[0].0.id().to_string();
@@ -257,13 +273,12 @@ fn sigterm_and_detach_restore() {
 /// Issue 5: refused and malformed requests change nothing; the CLI's exit codes.
 #[test]
 fn refusals_change_nothing() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "refusals_change_nothing",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let env = Env::start("refuse");
     assert_eq!(
         env.rtbox(&["box", "create", "A", "--budget", "60ms", "--period", "100ms"])
@@ -317,13 +332,12 @@ impl Rng {
 /// a deleted box, everything restored at the end.
 #[test]
 fn request_fuzz_keeps_invariants() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "request_fuzz_keeps_invariants",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let n: usize = std::env::var("RTBOX_FUZZ_REQUESTS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -333,12 +347,7 @@ fn request_fuzz_keeps_invariants() {
     let orig: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
     let pids: Vec<String> = hogs.iter().map(|h| h.0.id().to_string()).collect();
     // A process that is not one of the hogs (never a system process such as pid 1).
-    let sleeper = Proc(
-        Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .expect("spawn sleep"),
-    );
+    let sleeper = sleeper();
     let other = sleeper.0.id().to_string();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let names = ["a", "b", "c", "a/x", "", "bad name!"];
@@ -439,10 +448,7 @@ fn rtbox_as(env: &Env, id: u32, args: &[&str]) -> (i32, String) {
         .gid(id)
         .output()
         .expect("run rtbox as another user");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
-    )
+    outcome(out)
 }
 
 /// Issue 5 (security): a user of the socket's group may attach its own processes, and only to
@@ -450,14 +456,13 @@ fn rtbox_as(env: &Env, id: u32, args: &[&str]) -> (i32, String) {
 /// processes stay root's. Refusals change nothing.
 #[test]
 fn non_root_clients_use_only_their_boxes_and_processes() {
-    if !root_or_skip(
+    use std::os::unix::process::CommandExt;
+    let Some(_g) = serial(
         "non_root_clients_use_only_their_boxes_and_processes",
         "starts processes as another user",
-    ) {
+    ) else {
         return;
-    }
-    use std::os::unix::process::CommandExt;
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     const NOBODY: u32 = 65534;
     let config = r#"
 [platform]
@@ -560,13 +565,12 @@ interface.per_cpu = { budget = "10ms", period = "100ms" }
 /// at all when the box refuses it.
 #[test]
 fn exec_starts_the_command_inside_the_box() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "exec_starts_the_command_inside_the_box",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let env = Env::start("exec");
     assert_eq!(
         env.rtbox(&["box", "create", "E", "--budget", "20ms", "--period", "100ms", "--cpus", "1"])
@@ -600,13 +604,12 @@ fn exec_starts_the_command_inside_the_box() {
 /// first one's members) and leaves the first one working.
 #[test]
 fn a_second_daemon_on_the_same_state_refuses() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "a_second_daemon_on_the_same_state_refuses",
         "runs the daemon",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let env = Env::start("twice");
     assert_eq!(env.rtbox(&["box", "create", "A", "--weight", "1"]).0, 0);
     let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
@@ -629,13 +632,12 @@ fn a_second_daemon_on_the_same_state_refuses() {
 /// box's back (the daemon looks every scan interval, 10 ms; 1 s allowed here).
 #[test]
 fn a_member_that_changes_its_policy_is_brought_back() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "a_member_that_changes_its_policy_is_brought_back",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let env = Env::start("drift");
     assert_eq!(
         env.rtbox(&[
@@ -645,12 +647,7 @@ fn a_member_that_changes_its_policy_is_brought_back() {
         .0,
         0
     );
-    let h = Proc(
-        Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .expect("spawn sleep"),
-    );
+    let h = sleeper();
     let pid = h.0.id() as i32;
     let (code, msg) = env.rtbox(&["attach", "D", "--pid", &pid.to_string()]);
     assert_eq!(code, 0, "{msg}");
@@ -695,13 +692,12 @@ impl Drop for Knob {
 /// uses the kernel's limit, so a box the kernel would throttle is refused with the numbers.
 #[test]
 fn admission_follows_a_lower_kernel_rt_limit() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "admission_follows_a_lower_kernel_rt_limit",
         "writes /proc/sys/kernel/sched_rt_runtime_us",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     const KNOB: &str = "/proc/sys/kernel/sched_rt_runtime_us";
     let old = std::fs::read_to_string(KNOB).expect("read RT limit");
     let period: u64 = std::fs::read_to_string("/proc/sys/kernel/sched_rt_period_us")
@@ -743,21 +739,15 @@ fn admission_follows_a_lower_kernel_rt_limit() {
 /// gets its RT policy back when detached.
 #[test]
 fn an_rt_member_of_a_shared_box_runs_as_a_normal_thread() {
-    if !root_or_skip(
+    let Some(_g) = serial(
         "an_rt_member_of_a_shared_box_runs_as_a_normal_thread",
         "real SCHED_FIFO threads, cgroups, perf",
-    ) {
+    ) else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let env = Env::start("sharedrt");
     assert_eq!(env.rtbox(&["box", "create", "S", "--weight", "1"]).0, 0);
-    let h = Proc(
-        Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .expect("spawn sleep"),
-    );
+    let h = sleeper();
     let pid = h.0.id() as i32;
     sched::set_attr(
         pid,

@@ -3,7 +3,7 @@
 //! generous because CI shares a 2-CPU VM. Needs root; otherwise prints why and skips.
 
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rtbox_daemon::bench::{acceptance_cases, percentile, run_case, spawn_hog};
@@ -12,12 +12,14 @@ use rtbox_model::{BoxSpec, Interface, Platform};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn root_or_skip(name: &str) -> bool {
-    if rtbox_linux::is_root() {
-        return true;
+/// One test at a time (they share the CPUs and the cgroup tree); `None`, after printing why,
+/// without root.
+fn serial(name: &str) -> Option<MutexGuard<'static, ()>> {
+    if !rtbox_linux::is_root() {
+        eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
+        return None;
     }
-    eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
-    false
+    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn state_file(tag: &str) -> std::path::PathBuf {
@@ -56,10 +58,9 @@ fn attach_forking_parent(rt: &mut Runtime, secs: f64) -> std::process::Child {
 
 #[test]
 fn hogs_get_their_reservation() {
-    if !root_or_skip("hogs_get_their_reservation") {
+    let Some(_g) = serial("hogs_get_their_reservation") else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let cases = acceptance_cases(1_500_000_000);
     for want in [
         "1 hog, 1 CPU, 20/100 ms",
@@ -108,10 +109,9 @@ fn hogs_get_their_reservation() {
 /// nesting, fixed and shared boxes side by side; every box gets its expected CPU share.
 #[test]
 fn boxes_isolate_nest_and_share() {
-    if !root_or_skip("boxes_isolate_nest_and_share") {
+    let Some(_g) = serial("boxes_isolate_nest_and_share") else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let cases = acceptance_cases(1_500_000_000);
     for prefix in ["isolation:", "nesting:", "shares (", "reclaim:"] {
         let (case, expect) = cases
@@ -142,10 +142,9 @@ fn boxes_isolate_nest_and_share() {
 /// Issue 5: children and threads created by members join the box, and leave when they exit.
 #[test]
 fn new_children_join_the_box() {
-    if !root_or_skip("new_children_join_the_box") {
+    let Some(_g) = serial("new_children_join_the_box") else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let mut rt = box_a_runtime(RuntimeOptions {
         state_file: state_file("join"),
         ..RuntimeOptions::default()
@@ -202,14 +201,13 @@ fn new_children_join_the_box() {
 /// leaves without any /proc scan (scans are disabled here).
 #[test]
 fn process_events_alone_add_children_and_drop_exits() {
-    if !root_or_skip("process_events_alone_add_children_and_drop_exits") {
+    let Some(_g) = serial("process_events_alone_add_children_and_drop_exits") else {
         return;
-    }
+    };
     if rtbox_linux::procevents::ProcEvents::open().is_err() {
         eprintln!("skipped: the kernel's proc connector (CONFIG_PROC_EVENTS) is unavailable");
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let hour = 3_600_000_000_000;
     let mut rt = box_a_runtime(RuntimeOptions {
         state_file: state_file("events"),
@@ -274,10 +272,9 @@ fn drive(rt: &mut Runtime, d: Duration) {
 /// 199.8 ms of a 200 ms stall).
 #[test]
 fn a_stalled_loop_is_backed_up_per_cpu() {
-    if !root_or_skip("a_stalled_loop_is_backed_up_per_cpu") {
+    let Some(_g) = serial("a_stalled_loop_is_backed_up_per_cpu") else {
         return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let mut spec = BoxSpec::new(
         "A",
         Interface::PerCpu {

@@ -137,19 +137,6 @@ pub fn tgid(tid: i32) -> Result<i32, LinuxError> {
         })
 }
 
-/// The owner uid of a process (for the non-root client rule: same uid only).
-pub fn uid(pid: i32) -> Result<u32, LinuxError> {
-    let path = PathBuf::from(format!("/proc/{pid}/status"));
-    let text = fs::read_to_string(&path).map_err(|_| LinuxError::NoSuchThread(pid))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
-        .ok_or(LinuxError::Parse {
-            path,
-            what: "Uid".into(),
-        })
-}
-
 /// The real and saved user ids of a process: whom the kernel lets signal it (besides root).
 pub fn signal_uids(pid: i32) -> Result<[u32; 2], LinuxError> {
     let path = PathBuf::from(format!("/proc/{pid}/status"));
