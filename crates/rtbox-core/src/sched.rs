@@ -576,6 +576,13 @@ impl Scheduler {
         self.next_timer
     }
 
+    /// The earliest replenishment of a throttled server, if any. A driver that computes its
+    /// own sleep (it may wake later than [`Scheduler::next_timer`] asks, e.g. when an
+    /// exhaustion estimate has passed without the budget being spent) must never sleep past it.
+    pub fn next_replenishment(&self) -> Option<Nanos> {
+        self.next_replenish
+    }
+
     /// What runs on `cpu` after the last [`Scheduler::advance`].
     pub fn running(&self, cpu: u32) -> Option<Running> {
         self.cpu_idx(cpu).and_then(|i| self.cpus[i].running)

@@ -1650,34 +1650,28 @@ impl Runtime {
         thaws
     }
 
-    /// When the loop must run next (absolute core time): the core's next timer, at the latest
-    /// after the poll interval of [`Runtime::poll_interval`]. In Measured mode the core's
-    /// exhaustion time assumes the running member consumed at full rate; when it did not
-    /// (preempted by a higher band or by RT throttling) that time lies in the past, and the loop
-    /// instead waits for the smallest budget left among servers with a runnable member (at
-    /// least [`MIN_SLEEP`]), so it never spins. Every sleep is at least [`MIN_GRANT`]; members
-    /// that joined in the last step's scan are placed after just that.
+    /// When the loop must run next (absolute core time); the rules are [`wakeup_time`]'s. The
+    /// budget left that bounds a poll is the smallest of the non-throttled servers that have a
+    /// runnable member.
     pub fn next_wakeup(&self, now: Nanos) -> Nanos {
         if self.unplaced {
             return now + MIN_GRANT;
         }
-        let poll = now + self.poll_interval();
-        match self.sched.next_timer() {
-            Some(t) if t > now => t.max(now + MIN_GRANT).min(poll),
-            Some(_) => {
-                let mut est = poll;
-                for m in self.members.values() {
-                    if let (true, Some(s)) = (m.ready, m.charge_to) {
-                        let info = self.sched.server(s);
-                        if !info.throttled && info.runtime > 0 {
-                            est = est.min(now + info.runtime as u64);
-                        }
-                    }
-                }
-                est.max(now + MIN_SLEEP)
-            }
-            None => poll,
-        }
+        let budget_left = self
+            .members
+            .values()
+            .filter_map(|m| m.charge_to.filter(|_| m.ready))
+            .map(|s| self.sched.server(s))
+            .filter(|info| !info.throttled && info.runtime > 0)
+            .map(|info| info.runtime as u64)
+            .min();
+        wakeup_time(
+            now,
+            self.sched.next_timer(),
+            self.sched.next_replenishment(),
+            self.poll_interval(),
+            budget_left,
+        )
     }
 
     /// How long the loop may sleep without looking at the members. Between two steps a member
@@ -1824,4 +1818,100 @@ fn apply_one(
         sched::set_affinity(tid, &want.cpus)?;
     }
     Ok(was_frozen && !want.frozen && dir_ok)
+}
+
+/// When the enforcement loop must run next, from the core's timers (absolute core time).
+///
+/// - A replenishment that came due while the step ran (a step can take longer than the gap
+///   between a throttle and another server's replenishment) runs at once. Issue 5: it used to
+///   wait a whole poll interval, 4 ms with every server throttled, and 1 ms global boxes lost
+///   a fifth of their periods to it.
+/// - A future timer (exhaustion or replenishment) is kept, but every sleep is at least
+///   [`MIN_GRANT`] and at most one `poll` interval.
+/// - In Measured mode the core's exhaustion time assumes the running member consumed at full
+///   rate; when it did not (preempted by a higher band or by RT throttling) that time lies in
+///   the past, and the loop instead waits for the smallest budget left among servers with a
+///   runnable member (at least [`MIN_SLEEP`], so it never spins), or for the next
+///   replenishment if that comes first.
+pub fn wakeup_time(
+    now: Nanos,
+    next_timer: Option<Nanos>,
+    next_replenishment: Option<Nanos>,
+    poll: Nanos,
+    budget_left: Option<Nanos>,
+) -> Nanos {
+    let poll = now + poll;
+    match next_replenishment {
+        Some(r) if r <= now => return now,
+        _ => {}
+    }
+    match next_timer {
+        Some(t) if t > now => t.max(now + MIN_GRANT).min(poll),
+        Some(_) => {
+            let est = budget_left
+                .map_or(poll, |b| poll.min(now + b))
+                .max(now + MIN_SLEEP);
+            next_replenishment.map_or(est, |r| est.min(r.max(now + MIN_GRANT)))
+        }
+        None => poll,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+    const US: Nanos = 1_000;
+
+    #[test]
+    fn a_replenishment_due_during_the_step_runs_at_once_issue_5() {
+        // Every server throttled at 100 ms; one is replenished at 100.033 ms, but the step
+        // ended at 100.067 ms. Before the fix the loop slept the 4 ms poll interval.
+        let now = 100 * MS + 67 * US;
+        let r = 100 * MS + 33 * US;
+        assert_eq!(wakeup_time(now, Some(r), Some(r), 4 * MS, None), now);
+    }
+
+    #[test]
+    fn future_timers_are_kept_within_the_grant_and_the_poll() {
+        let now = 10 * MS;
+        assert_eq!(
+            wakeup_time(now, Some(now + 300 * US), Some(now + 300 * US), MS, None),
+            now + 300 * US
+        );
+        assert_eq!(
+            wakeup_time(now, Some(now + US), None, MS, Some(US)),
+            now + MIN_GRANT,
+            "never a sleep shorter than the grant"
+        );
+        assert_eq!(
+            wakeup_time(now, Some(now + 9 * MS), None, MS, None),
+            now + MS,
+            "never longer than the poll"
+        );
+        assert_eq!(wakeup_time(now, None, None, 4 * MS, None), now + 4 * MS);
+    }
+
+    #[test]
+    fn a_passed_exhaustion_estimate_polls_by_budget_left_but_not_past_a_replenishment() {
+        let now = 10 * MS;
+        let passed = Some(now - 5 * US);
+        // The member was preempted: budget is left, the loop waits for it (not below MIN_SLEEP).
+        assert_eq!(
+            wakeup_time(now, passed, None, MS, Some(700 * US)),
+            now + 700 * US
+        );
+        assert_eq!(
+            wakeup_time(now, passed, None, MS, Some(US)),
+            now + MIN_SLEEP
+        );
+        // Another server's replenishment comes first.
+        assert_eq!(
+            wakeup_time(now, passed, Some(now + 300 * US), MS, Some(700 * US)),
+            now + 300 * US
+        );
+        // With nothing runnable, the poll interval bounds the sleep.
+        assert_eq!(wakeup_time(now, passed, None, 4 * MS, None), now + 4 * MS);
+    }
 }
