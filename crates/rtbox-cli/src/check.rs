@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rtbox_model::{admit_with_loop, format_ms, Admission, Role, LOOP_STEPS_PER_PERIOD};
+use rtbox_model::{admit_with_loop, format_ms, Admission, LoopCost, Role, LOOP_STEPS_PER_PERIOD};
 use serde_json::json;
 
 use crate::table::{Align, Table};
@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// CPU time of one step of the daemon's enforcement loop, in microseconds: admitted with
-    /// the reservations as `rtbox daemon` does (2 steps per server period). 0 checks the
+    /// the reservations as `rtbox daemon` does (2 steps per server period, plus its polls). 0 checks the
     /// reservations alone (the schedule the simulator and the analysis model).
     #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
     pub loop_step_us: u64,
@@ -31,7 +31,10 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let admission = admit_with_loop(&system, args.loop_step_us.saturating_mul(1000));
+    let admission = admit_with_loop(
+        &system,
+        LoopCost::with_step(args.loop_step_us.saturating_mul(1000)),
+    );
     if args.json {
         let mut v = to_json(&admission);
         if !members.is_empty() {
@@ -104,7 +107,7 @@ pub fn render(a: &Admission) -> String {
                 String::new(),
                 load.loop_share.format(4),
                 format!(
-                    "daemon's enforcement loop, {LOOP_STEPS_PER_PERIOD} steps per server period"
+                    "daemon's enforcement loop: {LOOP_STEPS_PER_PERIOD} steps per server period and its polls"
                 ),
             ]);
             t.row(vec![

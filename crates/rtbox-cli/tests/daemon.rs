@@ -222,7 +222,14 @@ fn kill_9_restores_every_thread_within_one_second() {
         took.as_secs_f64() * 1e3
     );
     assert!(took < Duration::from_secs(1), "restoration took {took:?}");
-    assert!(!env.dir.join("state.json").exists(), "journal left behind");
+    // The watchdog removes the journal after the last restore: the threads can be seen
+    // restored a moment before the file is gone (a race seen in session 6).
+    let journal = env.dir.join("state.json");
+    let t0 = Instant::now();
+    while journal.exists() && t0.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!journal.exists(), "journal left behind");
 }
 
 /// Issue 5: SIGTERM restores everything before the daemon exits; detach restores at once.

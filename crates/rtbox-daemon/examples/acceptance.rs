@@ -24,6 +24,12 @@ fn main() {
         }
         match run_case(&case, &state) {
             Ok(o) => {
+                // Time the host ran something else on this VM's vCPUs: stalls of the loop, the
+                // backstop and the members alike; the outliers below coincide with it.
+                println!(
+                    "| {} | (host steal during the measurement, all vCPUs, /proc/stat) | | {:.4} | |",
+                    case.name, o.host_steal
+                );
                 for ((b, got), want) in o.per_box.iter().zip(&expect.per_box) {
                     println!(
                         "| {} | {b} | {want:.3} | {got:.4} | {:+.4} |",

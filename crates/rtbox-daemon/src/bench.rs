@@ -60,6 +60,10 @@ pub struct Outcome {
     pub step_ns: Vec<u64>,
     /// CPU time of the enforcement loop thread over the measurement, in CPUs.
     pub loop_cpu: f64,
+    /// Time the host took from this VM's vCPUs during the measurement (all vCPUs together, in
+    /// CPUs: ns stolen per ns of wall time; `/proc/stat` steal). No guest thread runs then,
+    /// so no box can be given its share of that time.
+    pub host_steal: f64,
 }
 
 /// One server's periods by the kernel's accounting (`RuntimeOptions::audit`).
@@ -184,6 +188,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             .unwrap_or(0)
     };
     let mut base: Option<(u64, Vec<u64>, Vec<u64>, u64)> = None;
+    let mut steal0 = None;
     let charged = |rt: &Runtime| -> Vec<(String, u64)> {
         rt.server_rows()
             .into_iter()
@@ -208,6 +213,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
                 thread_cpu_ns(),
             ));
             charged0 = charged(&rt);
+            steal0 = host_steal_ns();
         }
         if now >= end {
             break;
@@ -252,6 +258,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     let loop_ns = thread_cpu_ns();
     let h1: Vec<u64> = hogs.iter().map(|h| read(&h.2)).collect();
     let u1: Vec<u64> = un.iter().map(|h| read(&h.1)).collect();
+    let steal1 = host_steal_ns();
     let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
     let wall = (now - t0) as f64;
     let mut per_box: Vec<(String, f64)> = case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
@@ -327,6 +334,10 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         wake_late,
         step_ns,
         loop_cpu: (loop_ns - l0) as f64 / wall,
+        host_steal: match (steal0, steal1) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / wall,
+            _ => 0.0,
+        },
     })
 }
 
@@ -336,7 +347,7 @@ pub fn daemon_admits(case: &Case) -> Result<(), String> {
     let system =
         rtbox_model::System::new(Platform::with_cpus(case.cpus), case.boxes.clone(), vec![])
             .map_err(|e| e.to_string())?;
-    let adm = rtbox_model::admit_with_loop(&system, rtbox_model::DEFAULT_LOOP_STEP);
+    let adm = rtbox_model::admit_with_loop(&system, rtbox_model::LoopCost::DEFAULT);
     if adm.admitted() {
         Ok(())
     } else {
@@ -530,4 +541,20 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
         Expect { per_box: vec![1.0] },
     ));
     v
+}
+
+/// Time stolen from all vCPUs by the host so far (the `steal` column of `/proc/stat`), in ns;
+/// kept in clock ticks by the kernel, so exact to 10 ms at HZ 100 units.
+pub fn host_steal_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: u64 = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .nth(8)?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks * 1_000_000_000 / u64::try_from(hz).ok().filter(|&h| h > 0)?)
 }

@@ -22,7 +22,7 @@ use rtbox_linux::procevents::{ProcEvent, ProcEvents};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::snapshot::ThreadSnapshot;
 use rtbox_linux::{procfs, LinuxError};
-use rtbox_model::{admit_with_loop, BoxSpec, Mode, Nanos, Platform, System};
+use rtbox_model::{admit_with_loop, BoxSpec, LoopCost, Mode, Nanos, Platform, System};
 
 /// Highest SCHED_FIFO priority given to members (the most urgent server's top member).
 pub const PRIO_HI: u32 = 89;
@@ -185,8 +185,8 @@ pub struct RuntimeOptions {
     /// Interval of the full /proc scan when process events are available (a safety net for
     /// lost events, exits, and members that changed their own policy or affinity).
     pub full_scan: Nanos,
-    /// CPU time of one loop step, admitted per server event ([`rtbox_model::admit_with_loop`]);
-    /// 0: off.
+    /// CPU time of one loop step, admitted per server event and per poll
+    /// ([`rtbox_model::admit_with_loop`]); 0: off.
     pub step_cost: Nanos,
     /// Move the loop thread to the CPU of the next budget exhaustion (see
     /// [`Runtime::follow_exhaustion`]).
@@ -197,6 +197,17 @@ pub struct RuntimeOptions {
     /// Per-CPU backstop threads that stop members at planned exhaustions when the loop is late
     /// (see `backstop.rs`).
     pub backstop: bool,
+}
+
+impl RuntimeOptions {
+    /// The loop's cost as admission counts it: this loop's step cost and poll intervals.
+    pub fn loop_cost(&self) -> LoopCost {
+        LoopCost {
+            step: self.step_cost,
+            poll: self.poll,
+            scan: self.scan,
+        }
+    }
 }
 
 impl Default for RuntimeOptions {
@@ -268,11 +279,11 @@ fn core_options() -> Options {
 fn build(
     platform: &Platform,
     specs: &[BoxSpec],
-    step_cost: Nanos,
+    cost: LoopCost,
 ) -> Result<(System, Scheduler), RuntimeError> {
     let system = System::new(platform.clone(), specs.to_vec(), vec![])
         .map_err(|e| RuntimeError::Invalid(e.to_string()))?;
-    let adm = admit_with_loop(&system, step_cost);
+    let adm = admit_with_loop(&system, cost);
     if !adm.admitted() {
         let why: Vec<String> = adm.refusals.iter().map(|r| r.to_string()).collect();
         return Err(RuntimeError::Refused(why.join("; ")));
@@ -301,7 +312,7 @@ impl Runtime {
             Ok(None) => {}
             Err(e) => log.push(format!("state file: {e}")),
         }
-        let (system, sched) = build(&platform, &specs, opts.step_cost)?;
+        let (system, sched) = build(&platform, &specs, opts.loop_cost())?;
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
             log.push(format!("removed {swept} stale freeze groups"));
@@ -400,7 +411,7 @@ impl Runtime {
     /// Replace the box set (admission first; a refusal changes nothing). Members of boxes that
     /// no longer exist are released.
     pub fn set_boxes(&mut self, specs: Vec<BoxSpec>) -> Result<(), RuntimeError> {
-        let (system, sched) = build(&self.platform, &specs, self.opts.step_cost)?;
+        let (system, sched) = build(&self.platform, &specs, self.opts.loop_cost())?;
         let gone: Vec<i32> = self
             .members
             .iter()

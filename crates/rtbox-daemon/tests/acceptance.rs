@@ -71,10 +71,13 @@ fn hogs_get_their_reservation() {
         let (case, expect) = cases.iter().find(|(c, _)| c.name == want).expect("case");
         let o = run_case(case, &state_file("hog")).expect("run");
         let got = o.per_box[0].1;
-        eprintln!("{want}: {got:.4} CPU (expected {:.3})", expect.per_box[0]);
+        eprintln!(
+            "{want}: {got:.4} CPU (expected {:.3}; host steal {:.4} CPU)",
+            expect.per_box[0], o.host_steal
+        );
         // 0.05 CPU: above the acceptance figure's 0.02 to absorb CI noise in 1.5 s windows, far
         // below the gap between any two wrong answers (0 / Q/P / 1 CPU / 2 Q/P).
-        assert!((got - expect.per_box[0]).abs() < 0.05, "{want}: got {got}");
+        assert_share(want, got, expect.per_box[0], o.host_steal);
         for (b, cpu, v) in &o.overruns {
             let p50 = percentile(v, 50.0);
             eprintln!(
@@ -105,6 +108,17 @@ fn hogs_get_their_reservation() {
     }
 }
 
+/// A box's share within 0.05 CPU of what it should get; below that only by what the host took
+/// from the vCPUs meanwhile (`host_steal`, in CPUs, all vCPUs together): no guest thread runs
+/// while its vCPU is stolen, so that time cannot be delivered (stalls of ~100 ms were measured
+/// on an idle machine here, 0.1-0.25 CPU of steal in some 1.5 s windows, session 6).
+fn assert_share(what: &str, got: f64, want: f64, host_steal: f64) {
+    assert!(
+        got < want + 0.05 && got > want - 0.05 - host_steal,
+        "{what}: got {got:.4} CPU, want {want:.3} (-0.05 - host steal {host_steal:.4}, +0.05)"
+    );
+}
+
 /// Issue 5, acceptance items 1 (reclaim), 2 and 4, short: isolation against unmanaged load,
 /// nesting, fixed and shared boxes side by side; every box gets its expected CPU share.
 #[test]
@@ -127,14 +141,13 @@ fn boxes_isolate_nest_and_share() {
                 .iter()
                 .any(|x| &x.name == b && matches!(x.interface, Interface::Shared { .. }));
             let want = if shared { want - o.loop_cpu } else { *want };
-            eprintln!("{}: {b} {got:.4} CPU (expected {want:.3})", case.name);
+            eprintln!(
+                "{}: {b} {got:.4} CPU (expected {want:.3}; host steal {:.4} CPU)",
+                case.name, o.host_steal
+            );
             // 0.05 CPU as in hogs_get_their_reservation: CI noise in 1.5 s windows, well below
             // the gap to any wrong answer (a box unthrottled, starved, or given another's share).
-            assert!(
-                (got - want).abs() < 0.05,
-                "{}: {b} got {got}, want {want}",
-                case.name
-            );
+            assert_share(&format!("{}: {b}", case.name), *got, want, o.host_steal);
         }
     }
 }

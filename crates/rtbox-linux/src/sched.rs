@@ -90,7 +90,7 @@ impl SchedAttr {
     /// fields the policy uses count: the kernel reports a fair thread's time slice in
     /// `runtime` (6.12+, EEVDF) and keeps an RT thread's old nice, which `set` never named.
     pub fn same_policy(&self, set: &SchedAttr) -> bool {
-        let fair = matches!(self.policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE);
+        let fair = is_fair(self.policy);
         self.policy == set.policy
             && self.flags & SCHED_FLAG_RESET_ON_FORK == set.flags & SCHED_FLAG_RESET_ON_FORK
             && self.priority == set.priority
@@ -136,6 +136,38 @@ impl SchedAttr {
         }
         Ok(())
     }
+}
+
+/// The time slice the kernel gives a fair thread that asked for none (`sysctl_sched_base_slice`,
+/// 6.12+; its knob lives in debugfs, which lockdown closes here). `sched_getattr` reports a
+/// fair thread's slice in `runtime` whether it was asked for or not, and `sched_setattr` with a
+/// nonzero `runtime` makes it a custom slice: a snapshot must tell the two apart, or every
+/// restored thread would come back with a custom slice. Read once from a helper thread that
+/// resets its own slice; `None` where it cannot (no EEVDF slices, or no right to reset).
+pub fn base_slice() -> Option<u64> {
+    static BASE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        std::thread::spawn(|| {
+            let me = get_attr(0).ok()?;
+            set_attr(
+                0,
+                &SchedAttr {
+                    runtime: 0,
+                    ..SchedAttr::other(me.nice)
+                },
+            )
+            .ok()?;
+            get_attr(0).ok().map(|a| a.runtime).filter(|&r| r > 0)
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// Whether the policy is one of the fair class (its `runtime` is a slice, not a budget).
+pub fn is_fair(policy: u32) -> bool {
+    matches!(policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE)
 }
 
 /// Read a thread's scheduling attributes.

@@ -28,14 +28,25 @@ pub enum Restored {
 }
 
 impl ThreadSnapshot {
-    /// Record thread `tid` as it is now.
+    /// Record thread `tid` as it is now. A fair thread whose slice is the kernel's default is
+    /// recorded with `runtime` 0, so that restoring it asks for the default slice again instead
+    /// of making the same value a custom slice ([`sched::base_slice`]). A custom slice equal to
+    /// the default is recorded as the default too (the value is the same; only a later change of
+    /// the kernel's default would tell them apart).
     pub fn capture(tid: i32) -> Result<Self, LinuxError> {
         let st = procfs::stat(tid)?;
+        let mut attr = sched::get_attr(tid)?;
+        if sched::is_fair(attr.policy)
+            && attr.runtime > 0
+            && Some(attr.runtime) == sched::base_slice()
+        {
+            attr.runtime = 0;
+        }
         Ok(ThreadSnapshot {
             tid,
             pid: procfs::tgid(tid)?,
             starttime: st.starttime,
-            attr: sched::get_attr(tid)?,
+            attr,
             affinity: sched::get_affinity(tid)?,
             cgroups: cgroup::thread_cgroups(tid)?,
         })
@@ -73,6 +84,61 @@ impl ThreadSnapshot {
             Some(e) if e.is_gone() || !self.alive() => Ok(Restored::Gone),
             Some(e) => Err(e),
             None => Ok(Restored::Done),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::{SchedAttr, SCHED_OTHER};
+
+    /// Issue 5 (never leave the system worse): a fair thread with the default slice is
+    /// restored with the default slice, not with a custom one of the same length; a thread
+    /// with its own custom slice gets that slice back.
+    #[test]
+    fn a_default_slice_is_not_restored_as_a_custom_one() {
+        if !crate::is_root() {
+            eprintln!("skipped: changing a thread's policy back from FIFO needs root");
+            return;
+        }
+        let Some(base) = sched::base_slice() else {
+            eprintln!("skipped: this kernel reports no fair time slice");
+            return;
+        };
+        let layout = crate::cgroup::detect().expect("cgroup layout");
+        for custom in [None, Some(base * 2 + 100_000)] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let t = std::thread::spawn(move || {
+                if let Some(slice) = custom {
+                    sched::set_attr(
+                        0,
+                        &SchedAttr {
+                            runtime: slice,
+                            ..SchedAttr::other(0)
+                        },
+                    )
+                    .expect("custom slice");
+                }
+                tx.send(sched::gettid()).unwrap();
+                done_rx.recv().ok();
+            });
+            let tid = rx.recv().unwrap();
+            let snap = ThreadSnapshot::capture(tid).expect("capture");
+            assert_eq!(snap.attr.policy, SCHED_OTHER);
+            assert_eq!(
+                snap.attr.runtime,
+                custom.unwrap_or(0),
+                "recorded slice (base {base})"
+            );
+            sched::set_attr(tid, &SchedAttr::fifo(10)).expect("promote");
+            assert_eq!(snap.restore(&layout).expect("restore"), Restored::Done);
+            let back = sched::get_attr(tid).expect("read back");
+            assert_eq!(back.policy, SCHED_OTHER);
+            assert_eq!(back.runtime, custom.unwrap_or(base), "slice after restore");
+            done_tx.send(()).unwrap();
+            t.join().unwrap();
         }
     }
 }

@@ -16,7 +16,7 @@ pub mod system;
 pub mod time;
 
 pub use admission::{
-    admit, admit_with_loop, Admission, CpuLoad, FlatServer, Refusal, Role, SharedShare,
+    admit, admit_with_loop, Admission, CpuLoad, FlatServer, LoopCost, Refusal, Role, SharedShare,
     DEFAULT_LOOP_STEP, LOOP_STEPS_PER_PERIOD,
 };
 pub use bandwidth::{Bandwidth, BW_ONE};
