@@ -87,6 +87,24 @@ pub fn run(args: Args) -> ExitCode {
         ]);
     }
     print!("{}", t.render(0));
+    let lp = &v["loop"];
+    if let Some(steps) = lp["steps"].as_u64() {
+        let us = |x: &serde_json::Value| x.as_u64().map(|n| format!("{:.1} us", n as f64 / 1e3));
+        println!(
+            "loop: {steps} steps, {:.3} s CPU; last 10 s: {} per step, {} CPU (admitted {} per step){}",
+            lp["cpu_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
+            us(&lp["window_step_ns"]).unwrap_or_else(|| "-".into()),
+            lp["window_cpu"]
+                .as_f64()
+                .map_or_else(|| "-".into(), |c| format!("{c:.3}")),
+            us(&lp["admitted_step_ns"]).unwrap_or_else(|| "-".into()),
+            if lp["over"].as_bool() == Some(true) {
+                "  ABOVE ADMISSION"
+            } else {
+                ""
+            }
+        );
+    }
     for b in v["boxes"].as_array().into_iter().flatten() {
         let n = b["members"].as_array().map_or(0, |m| m.len());
         println!(

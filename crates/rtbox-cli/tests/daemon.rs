@@ -318,6 +318,27 @@ fn refusals_change_nothing() {
         .map(|b| b["name"].as_str().unwrap())
         .collect();
     assert_eq!(boxes, vec!["A"]);
+    // Observability: the loop's own CPU use against the admitted step cost, in status, the
+    // status text and the metrics (session 6).
+    let lp = &v["loop"];
+    assert!(lp["steps"].as_u64().unwrap() > 0, "{lp}");
+    assert_eq!(lp["admitted_step_ns"], 100_000, "{lp}");
+    let (code, text) = env.rtbox(&["status"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("loop: ") && text.contains("(admitted 100.0 us per step)"),
+        "{text}"
+    );
+    let m = env.raw(r#"{"op":"metrics"}"#);
+    let m = m["text"].as_str().unwrap();
+    for family in [
+        "rtbox_server_budget_seconds{box=\"A\",cpu=\"0\"} 0.06",
+        "rtbox_loop_steps_total ",
+        "rtbox_loop_cpu_seconds_total ",
+        "rtbox_loop_admitted_step_seconds 0.0001",
+    ] {
+        assert!(m.contains(family), "{family} missing from:\n{m}");
+    }
 }
 
 struct Rng(u64);

@@ -116,15 +116,7 @@ pub fn spawn_hog() -> Result<Hog, BenchError> {
         .map_err(|e| BenchError(format!("spawn hog: {e}")))
 }
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use rtbox_linux::thread_cpu_ns;
 
 /// Run one case. The calling thread's scheduling is restored afterwards.
 pub fn run_case(case: &Case, state_file: &std::path::Path) -> Result<Outcome, BenchError> {

@@ -509,14 +509,18 @@ fn dispatch(
                     })
                 })
                 .collect();
+            let mut lp = serde_json::to_value(rt.loop_usage()).unwrap_or_default();
+            lp["admitted_step_ns"] = rt.admitted_step().into();
             Ok(serde_json::json!({
                 "boxes": boxes,
                 "servers": rt.server_rows(),
+                "loop": lp,
                 "now_ns": rt.now(),
             }))
         }
         Request::Metrics {} => Ok(serde_json::json!({
             "text": crate::metrics::render(&rt.server_rows())
+                + &crate::metrics::render_loop(rt.loop_usage(), rt.admitted_step())
         })),
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::loopcost::LoopUsage;
 use crate::runtime::ServerRow;
 
 /// Name, type, help text and value of one metric family.
@@ -68,6 +69,45 @@ pub fn render(rows: &[ServerRow]) -> String {
                 f(r)
             );
         }
+    }
+    out
+}
+
+/// The enforcement loop's own CPU use (docs/runtime.md, "Admission of the loop's own time"):
+/// compare `rtbox_loop_cpu_seconds_total / rtbox_loop_steps_total` with
+/// `rtbox_loop_admitted_step_seconds`.
+pub fn render_loop(u: &LoopUsage, admitted_step: u64) -> String {
+    let mut out = String::new();
+    let mut one = |name: &str, kind: &str, help: &str, v: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {v}");
+    };
+    one(
+        "rtbox_loop_cpu_seconds_total",
+        "counter",
+        "CPU time of the enforcement loop thread",
+        u.cpu_ns as f64 / 1e9,
+    );
+    one(
+        "rtbox_loop_steps_total",
+        "counter",
+        "Steps of the enforcement loop",
+        u.steps as f64,
+    );
+    one(
+        "rtbox_loop_admitted_step_seconds",
+        "gauge",
+        "CPU time per loop step that admission assumes (--loop-step-us)",
+        admitted_step as f64 / 1e9,
+    );
+    if let Some(s) = u.window_step_ns {
+        one(
+            "rtbox_loop_step_seconds",
+            "gauge",
+            "CPU time per loop step over the last complete 10 s window",
+            s as f64 / 1e9,
+        );
     }
     out
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::backstop::{self, Backstop, Handle, Stop};
 use crate::charge::MemberCharge;
+use crate::loopcost::LoopUsage;
 use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId, TaskParams};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::{Journal, JournalState, ProcessEntry};
@@ -266,6 +267,17 @@ pub struct Runtime {
     backstop: Option<Backstop>,
     backstop_stops: u64,
     backstop_times: Vec<Nanos>,
+    /// The loop's own CPU use against the admitted step cost.
+    loop_usage: LoopUsage,
+}
+
+/// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
+/// idempotent): an embedding program that panics mid-run, or forgets the call, leaves nothing
+/// frozen or boosted (the daemon's watchdog covers only the daemon's own process dying).
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 fn core_options() -> Options {
@@ -346,6 +358,7 @@ impl Runtime {
             backstop,
             backstop_stops: 0,
             backstop_times: Vec::new(),
+            loop_usage: LoopUsage::default(),
             layout,
             platform,
             specs,
@@ -1069,6 +1082,12 @@ impl Runtime {
     /// One step at core time `now`: charge measured CPU time, update readiness, fire the core's
     /// timers, apply its decisions to the threads, then scan for members.
     pub fn step(&mut self, now: Nanos) {
+        if let Some(w) =
+            self.loop_usage
+                .step(now, rtbox_linux::thread_cpu_ns(), self.opts.step_cost)
+        {
+            self.log.push(w);
+        }
         self.take_events();
         self.unplaced = false;
         let now = self.now().max(now);
@@ -1461,6 +1480,16 @@ impl Runtime {
     /// When the backstop's stops were taken back by the loop (core time), for figures.
     pub fn backstop_times(&self) -> &[Nanos] {
         &self.backstop_times
+    }
+
+    /// The enforcement loop's own CPU use (counted by [`Runtime::step`], on the loop thread).
+    pub fn loop_usage(&self) -> &LoopUsage {
+        &self.loop_usage
+    }
+
+    /// The step cost admission assumes (`--loop-step-us`), ns.
+    pub fn admitted_step(&self) -> Nanos {
+        self.opts.step_cost
     }
 
     /// Members the backstop stopped because the loop was late (see `backstop.rs`).

@@ -357,3 +357,43 @@ fn a_stalled_loop_is_backed_up_per_cpu() {
     assert!((0.1..0.26).contains(&share), "share {share}");
     assert_eq!(state, 'R', "the hog was left stopped");
 }
+
+/// Issue 5 (never leave the system worse): a runtime dropped without `shutdown` (a panicking
+/// embedder) still gives its members back: policy, affinity and cgroup as before, not frozen.
+#[test]
+fn a_dropped_runtime_restores_its_members() {
+    let Some(_g) = serial("a_dropped_runtime_restores_its_members") else {
+        return;
+    };
+    let hog = spawn_hog().expect("hog");
+    let pid = hog.pid();
+    let before = (
+        rtbox_linux::sched::get_attr(pid).expect("attr"),
+        rtbox_linux::sched::get_affinity(pid).expect("affinity"),
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"),
+    );
+    let mut rt = box_a_runtime(RuntimeOptions {
+        state_file: state_file("drop"),
+        ..RuntimeOptions::default()
+    });
+    assert_eq!(rt.attach("A", Target::Pid(pid)).expect("attach"), 1);
+    // 130 ms: the hog used both budgets of its first period and sat frozen until the next.
+    drive(&mut rt, Duration::from_millis(130));
+    let managed = rtbox_linux::sched::get_attr(pid).expect("attr");
+    assert!(managed.is_rt(), "the hog was never promoted: {managed:?}");
+    drop(rt);
+    let after = (
+        rtbox_linux::sched::get_attr(pid).expect("attr"),
+        rtbox_linux::sched::get_affinity(pid).expect("affinity"),
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"),
+    );
+    assert_eq!(after, before, "not restored by drop");
+    let t0 = schedstat_ns(pid);
+    std::thread::sleep(Duration::from_millis(100));
+    let ran = schedstat_ns(pid) - t0;
+    assert!(
+        ran > 20_000_000,
+        "the hog ran {ran} ns in 100 ms: still frozen?"
+    );
+    assert!(!state_file("drop").exists(), "journal left behind");
+}

@@ -44,6 +44,17 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID), ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Sleep until the absolute CLOCK_MONOTONIC time `deadline_ns` (restarts on EINTR).
 pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
