@@ -116,8 +116,6 @@ pub fn spawn_hog() -> Result<Hog, BenchError> {
         .map_err(|e| BenchError(format!("spawn hog: {e}")))
 }
 
-use rtbox_linux::thread_cpu_ns;
-
 /// Run one case. The calling thread's scheduling is restored afterwards.
 pub fn run_case(case: &Case, state_file: &std::path::Path) -> Result<Outcome, BenchError> {
     let me = sched::gettid();
@@ -202,7 +200,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
                 now,
                 hogs.iter().map(|h| read(&h.2)).collect(),
                 un.iter().map(|h| read(&h.1)).collect(),
-                thread_cpu_ns(),
+                rt.loop_usage().cpu_ns,
             ));
             charged0 = charged(&rt);
             steal0 = host_steal_ns();
@@ -247,7 +245,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     // Read everything while still above the members: once this thread drops its priority,
     // unthrottled FIFO members could delay it (and the reads) for up to RT throttling's 50 ms.
     let now = rtbox_linux::monotonic_ns();
-    let loop_ns = thread_cpu_ns();
+    let loop_ns = rt.loop_usage().cpu_ns;
     let h1: Vec<u64> = hogs.iter().map(|h| read(&h.2)).collect();
     let u1: Vec<u64> = un.iter().map(|h| read(&h.1)).collect();
     let steal1 = host_steal_ns();
@@ -536,7 +534,7 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
 }
 
 /// Time stolen from all vCPUs by the host so far (the `steal` column of `/proc/stat`), in ns;
-/// kept in clock ticks by the kernel, so exact to 10 ms at HZ 100 units.
+/// the kernel reports it in clock ticks (USER_HZ, 10 ms here), so it is exact to one tick.
 pub fn host_steal_ns() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let ticks: u64 = stat

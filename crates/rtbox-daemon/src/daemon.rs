@@ -43,8 +43,8 @@ impl Default for DaemonConfig {
             members: Vec::new(),
             group: None,
             users: Vec::new(),
-            poll: 1_000_000,
-            loop_step: rtbox_model::DEFAULT_LOOP_STEP,
+            poll: rtbox_model::LoopCost::DEFAULT.poll,
+            loop_step: rtbox_model::LoopCost::DEFAULT.step,
         }
     }
 }

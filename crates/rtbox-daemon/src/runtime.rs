@@ -215,10 +215,10 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         RuntimeOptions {
             state_file: PathBuf::from("/run/rtbox/state.json"),
-            poll: 1_000_000,
-            scan: 4_000_000,
+            poll: LoopCost::DEFAULT.poll,
+            scan: LoopCost::DEFAULT.scan,
             full_scan: 100_000_000,
-            step_cost: rtbox_model::DEFAULT_LOOP_STEP,
+            step_cost: LoopCost::DEFAULT.step,
             follow: true,
             audit: false,
             backstop: true,
@@ -1880,11 +1880,10 @@ pub fn wakeup_time(
     poll: Nanos,
     budget_left: Option<Nanos>,
 ) -> Nanos {
-    let poll = now + poll;
-    match next_replenishment {
-        Some(r) if r <= now => return now,
-        _ => {}
+    if next_replenishment.is_some_and(|r| r <= now) {
+        return now;
     }
+    let poll = now + poll;
     match next_timer {
         Some(t) if t > now => t.max(now + MIN_GRANT).min(poll),
         Some(_) => {
