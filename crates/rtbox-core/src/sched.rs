@@ -1,16 +1,16 @@
 //! The scheduler: servers under per-CPU EDF, local policies and placement inside boxes.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
-use rtbox_model::{admit, Bandwidth, Mode, Nanos, Placement, Policy, System};
+use rtbox_model::{admit, fits_cap, Bandwidth, LoopCost, Mode, Nanos, Placement, Policy, System};
 
 use crate::rules::{
-    cbs_charge, cbs_exhausted, cbs_refund, cbs_restart, cbs_throttle, cbs_wakeup, CbsParams,
-    CbsState,
+    cbs_charge, cbs_exhausted, cbs_refund, cbs_restart, cbs_throttle, cbs_wakeup, edf_key,
+    CbsParams, CbsState,
 };
 use crate::types::{
-    Accounting, CoreError, CpuDecision, Event, Options, Running, ServerId, ServerInfo, Slot,
-    TaskId, TaskParams,
+    Accounting, BoxInfo, CoreError, CpuDecision, Event, Options, Running, ServerId, ServerInfo,
+    Slot, TaskId, TaskParams,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +57,14 @@ struct Bx {
     won: Vec<ServerId>,
     /// A shared (weighted) box: no servers, its tasks run in the background.
     shared: bool,
+    /// The weight of a shared box.
+    weight: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
 struct Tk {
-    name: String,
+    /// As registered (reconfiguration registers the task again from it).
+    spec: TaskParams,
     /// `None`: background (no box, or a shared box).
     box_idx: Option<usize>,
     priority: u32,
@@ -84,6 +87,9 @@ struct Cpu {
     servers: Vec<ServerId>,
     running: Option<Running>,
     total_bw: Bandwidth,
+    /// Reserved as admission counts it: the admitted boxes' total and the dedicated
+    /// reservations; a new reservation must keep it within the cap.
+    reserved: Bandwidth,
     active_bw: Bandwidth,
     winner: Option<ServerId>,
 }
@@ -93,6 +99,8 @@ struct Cpu {
 pub struct Scheduler {
     opts: Options,
     now: Nanos,
+    /// The platform's per-CPU admission cap.
+    cap: Bandwidth,
     cpus: Vec<Cpu>,
     cpu_index: Vec<Option<usize>>,
     servers: Vec<Srv>,
@@ -114,7 +122,7 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
-    scratch_keyed: Vec<(bool, Nanos, ServerId)>,
+    scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -131,9 +139,7 @@ impl Scheduler {
     pub fn new(system: &System, opts: Options) -> Result<Self, CoreError> {
         let adm = admit(system);
         if !adm.admitted() {
-            return Err(CoreError::NotAdmitted(
-                adm.refusals.iter().map(|r| r.to_string()).collect(),
-            ));
+            return Err(CoreError::NotAdmitted(adm.refusals));
         }
         let ids: Vec<u32> = system.platform.cpus.iter().collect();
         let max = ids.iter().copied().max().unwrap_or(0) as usize;
@@ -148,6 +154,11 @@ impl Scheduler {
                 servers: Vec::new(),
                 running: None,
                 total_bw: Bandwidth::ZERO,
+                reserved: adm
+                    .cpus
+                    .iter()
+                    .find(|l| l.cpu == id)
+                    .map_or(Bandwidth::ZERO, |l| l.total),
                 active_bw: Bandwidth::ZERO,
                 winner: None,
             })
@@ -166,6 +177,10 @@ impl Scheduler {
                 sorted: true,
                 won: Vec::new(),
                 shared: b.spec.interface.is_shared(),
+                weight: match b.spec.interface {
+                    rtbox_model::Interface::Shared { weight } => Some(weight),
+                    _ => None,
+                },
             })
             .collect();
         let mut servers = Vec::new();
@@ -184,11 +199,16 @@ impl Scheduler {
             cpus[ci].total_bw = cpus[ci].total_bw + fs.bandwidth;
         }
         for c in &cpus {
-            debug_assert!(c.total_bw <= Bandwidth::ONE, "CPU {} over one CPU", c.id);
+            debug_assert!(
+                c.total_bw <= c.reserved,
+                "CPU {}: servers above admission",
+                c.id
+            );
         }
         Ok(Scheduler {
             opts,
             now: 0,
+            cap: system.platform.cap,
             cpus,
             cpu_index,
             servers,
@@ -225,7 +245,7 @@ impl Scheduler {
             None => None,
         };
         let mut tk = Tk {
-            name: p.name.clone(),
+            spec: p.clone(),
             box_idx: None,
             priority: p.priority,
             cpu_idx,
@@ -258,10 +278,14 @@ impl Scheduler {
                 cpu: r.cpu,
             })?;
             let bw = Bandwidth::of(r.budget, r.deadline.min(r.period));
-            if self.cpus[ci].total_bw + bw > Bandwidth::ONE {
+            let reserved = self.cpus[ci].reserved;
+            if !fits_cap(reserved + bw, self.cap) {
                 return Err(CoreError::CpuFull {
                     task: p.name.clone(),
                     cpu: r.cpu,
+                    reserved,
+                    requested: bw,
+                    cap: self.cap,
                 });
             }
             let sid = ServerId(self.servers.len() as u32);
@@ -275,6 +299,7 @@ impl Scheduler {
             self.servers.push(s);
             self.cpus[ci].servers.push(sid);
             self.cpus[ci].total_bw = self.cpus[ci].total_bw + bw;
+            self.cpus[ci].reserved = reserved + bw;
             tk.home = Some(sid);
             self.tasks.push(tk);
             return Ok(id);
@@ -646,7 +671,7 @@ impl Scheduler {
                 }
             })
             .collect();
-        order.sort_by_key(|s| (s.deadline, s.server));
+        order.sort_by_key(|s| edf_key(s.deadline, s.server));
         CpuDecision {
             cpu,
             order,
@@ -693,7 +718,7 @@ impl Scheduler {
     }
 
     pub fn task_name(&self, t: TaskId) -> &str {
-        &self.tasks[t.index()].name
+        &self.tasks[t.index()].spec.name
     }
 
     /// The servers of a box, in CPU order of the flattening.
@@ -718,6 +743,14 @@ impl Scheduler {
                 Owner::Task(t) => Some(t),
                 Owner::Box(_) => None,
             },
+            mode: match s.owner {
+                Owner::Box(b) => self.boxes[b].mode,
+                Owner::Task(_) => Mode::Hard,
+            },
+            placement: match s.owner {
+                Owner::Box(b) => self.boxes[b].placement,
+                Owner::Task(_) => Placement::Pinned,
+            },
             budget: s.params.budget,
             period: s.params.period,
             relative_deadline: s.params.deadline,
@@ -728,6 +761,119 @@ impl Scheduler {
             consumed: s.consumed,
             throttle_count: s.throttles,
         }
+    }
+
+    /// A view of one box by name (`None` if there is no such box).
+    pub fn box_info(&self, name: &str) -> Option<BoxInfo<'_>> {
+        self.boxes.iter().find(|b| b.name == name).map(Bx::info)
+    }
+
+    /// Every box, in the order of the system's boxes.
+    pub fn boxes(&self) -> impl Iterator<Item = BoxInfo<'_>> + '_ {
+        self.boxes.iter().map(Bx::info)
+    }
+
+    /// The non-throttled servers of each CPU (every CPU of the platform, possibly with none),
+    /// in the core's EDF order ([`crate::rules::edf_key`] on their current absolute deadlines,
+    /// the comparison the core picks servers with). Servers without work are listed too: the
+    /// Linux runtime ranks every server that may run before its next step.
+    pub fn edf_order(&self) -> BTreeMap<u32, Vec<ServerId>> {
+        self.cpus
+            .iter()
+            .map(|c| {
+                let mut v: Vec<(Nanos, ServerId)> = c
+                    .servers
+                    .iter()
+                    .map(|&s| (&self.servers[s.index()], s))
+                    .filter(|(srv, _)| !srv.throttled)
+                    .map(|(srv, s)| edf_key(srv.st.deadline, s))
+                    .collect();
+                v.sort_unstable();
+                (c.id, v.into_iter().map(|(_, s)| s).collect())
+            })
+            .collect()
+    }
+
+    /// The remaining budget of a server as time it may still run: a negative runtime (a
+    /// measured overrun) counts as none.
+    fn budget_left(&self, s: ServerId) -> Nanos {
+        u64::try_from(self.servers[s.index()].st.runtime).unwrap_or(0)
+    }
+
+    /// The planned exhaustion time of every non-throttled server with work (`has_work`: the
+    /// driver's view, e.g. a member is runnable), per CPU, if from `now` on the servers with
+    /// work of each CPU run one after the other in EDF order ([`Scheduler::edf_order`]), each
+    /// spending its whole remaining budget (a negative one counts as none). This is when a hard
+    /// server's members must be stopped at the latest if the driver does not step before.
+    pub fn exhaustion_plan(
+        &self,
+        now: Nanos,
+        has_work: impl Fn(ServerId) -> bool,
+    ) -> BTreeMap<u32, Vec<(ServerId, Nanos)>> {
+        self.edf_order()
+            .into_iter()
+            .map(|(cpu, order)| {
+                let mut t = now;
+                let plan = order
+                    .into_iter()
+                    .filter(|&s| has_work(s))
+                    .map(|s| {
+                        t += self.budget_left(s);
+                        (s, t)
+                    })
+                    .collect();
+                (cpu, plan)
+            })
+            .collect()
+    }
+
+    /// The CPU whose running, non-throttled server has the least budget left (ties: the lower
+    /// CPU id), i.e. where the next budget exhaustion happens if nothing changes; `None` when no
+    /// server runs.
+    pub fn next_exhaustion_cpu(&self) -> Option<u32> {
+        self.cpus
+            .iter()
+            .filter_map(|c| {
+                let s = c.running?.server?;
+                let srv = &self.servers[s.index()];
+                (!srv.throttled).then_some((srv.st.runtime, c.id))
+            })
+            .min()
+            .map(|(_, cpu)| cpu)
+    }
+
+    /// The smallest budget left (a negative one counts as none) of the non-throttled servers of
+    /// boxes: what a member may consume unseen between two polls of a driver that only steps
+    /// on timers. `None` without such a server.
+    pub fn min_budget_left(&self) -> Option<Nanos> {
+        (0..self.servers.len())
+            .map(|i| ServerId(i as u32))
+            .filter(|s| {
+                let srv = &self.servers[s.index()];
+                !srv.throttled && matches!(srv.owner, Owner::Box(_))
+            })
+            .map(|s| self.budget_left(s))
+            .min()
+    }
+
+    /// The smallest budget left of the non-throttled servers with work (`has_work`, the
+    /// driver's view) that still have some: how soon a passed exhaustion estimate must be
+    /// checked again. `None` without such a server.
+    pub fn min_budget_left_with_work(&self, has_work: impl Fn(ServerId) -> bool) -> Option<Nanos> {
+        (0..self.servers.len())
+            .map(|i| ServerId(i as u32))
+            .filter(|&s| !self.servers[s.index()].throttled && has_work(s))
+            .map(|s| self.budget_left(s))
+            .filter(|&b| b > 0)
+            .min()
+    }
+
+    /// How long a polling driver may sleep: the smallest budget left of any box server
+    /// ([`Scheduler::min_budget_left`]; with none, the longest interval), clamped between the
+    /// loop's `poll` and `scan` intervals by the same rule admission counts the loop's polls with
+    /// ([`LoopCost::poll_interval`]).
+    pub fn poll_interval(&self, cost: &LoopCost) -> Nanos {
+        cost.poll_interval(self.min_budget_left().unwrap_or(cost.scan))
     }
 
     /// Recomputes every CPU's decision at `now`.
@@ -872,7 +1018,7 @@ impl Scheduler {
         for &s in &self.cpus[c].servers {
             let srv = &self.servers[s.index()];
             if srv.eligible && !srv.excluded {
-                let k = (srv.tent.deadline, s);
+                let k = edf_key(srv.tent.deadline, s);
                 if best.is_none_or(|b| k < b) {
                     best = Some(k);
                 }
@@ -904,10 +1050,10 @@ impl Scheduler {
         let top: &[TaskId] = &self.boxes[b].ready[..k];
         keyed.extend(self.boxes[b].won.iter().map(|&s| {
             let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
-            (!hosts, self.servers[s.index()].tent.deadline, s)
+            (!hosts, edf_key(self.servers[s.index()].tent.deadline, s))
         }));
         keyed.sort_unstable();
-        for &(_, _, s) in &keyed[k..] {
+        for &(_, (_, s)) in &keyed[k..] {
             self.servers[s.index()].excluded = true;
             trimmed.push(s);
         }
@@ -1075,6 +1221,20 @@ fn server_has_work(s: &Srv, boxes: &[Bx], tasks: &[Tk]) -> bool {
             Placement::Global => !boxes[b].ready.is_empty(),
             Placement::Pinned => s.members.iter().any(|t| tasks[t.index()].ready),
         },
+    }
+}
+
+impl Bx {
+    fn info(&self) -> BoxInfo<'_> {
+        BoxInfo {
+            name: &self.name,
+            policy: self.policy,
+            placement: self.placement,
+            mode: self.mode,
+            shared: self.shared,
+            weight: self.weight,
+            servers: &self.servers,
+        }
     }
 }
 
@@ -1559,6 +1719,160 @@ mod tests {
         s.advance(30);
         assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (5, 40));
         assert_eq!(s.next_timer(), Some(35));
+    }
+
+    /// The dedicated-reservation path admits against the platform's cap with the rule boxes
+    /// use (`fits_cap`), counting the admitted boxes: 0.2 (box) + 0.5 + 0.28 = 0.98 fits one
+    /// CPU but not the default cap 0.95, and is refused with the numbers.
+    #[test]
+    fn a_dedicated_reservation_is_admitted_against_the_cap_not_one_cpu() {
+        let b = BoxSpec::new(
+            "S",
+            Interface::Servers(vec![ServerSpec {
+                cpu: 0,
+                budget: 2,
+                period: 10,
+            }]),
+        );
+        let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let dl = |name: &str, budget| TaskParams {
+            reservation: Some(Reservation {
+                cpu: 0,
+                budget,
+                period: 100,
+                deadline: 100,
+            }),
+            ..TaskParams::background(name, 0)
+        };
+        s.add_task(dl("a", 50)).unwrap();
+        let err = s.add_task(dl("b", 28)).unwrap_err();
+        assert_eq!(
+            err,
+            CoreError::CpuFull {
+                task: "b".into(),
+                cpu: 0,
+                reserved: Bandwidth::of(70, 100),
+                requested: Bandwidth::of(28, 100),
+                cap: Bandwidth::of(95, 100),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "task \"b\": reservation: CPU 0: reserved 0.70 + this reservation 0.28 = 0.98 > cap 0.95"
+        );
+        assert_eq!(
+            s.server_count(),
+            2,
+            "the refused reservation left nothing behind"
+        );
+        // Exactly the cap still fits.
+        s.add_task(dl("c", 25)).unwrap();
+    }
+
+    /// Admission refusals reach the driver typed, with the numbers.
+    #[test]
+    fn a_refused_system_carries_the_models_refusals() {
+        let b = |n: &str| {
+            BoxSpec::new(
+                n,
+                Interface::Servers(vec![ServerSpec {
+                    cpu: 0,
+                    budget: 6,
+                    period: 10,
+                }]),
+            )
+        };
+        let system = System::new(Platform::with_cpus(1), vec![b("a"), b("b")], vec![]).unwrap();
+        match Scheduler::new(&system, Options::default()) {
+            Err(CoreError::NotAdmitted(r)) => {
+                assert!(
+                    matches!(&r[..], [rtbox_model::Refusal::OverCap { cpu: 0, total, .. }] if *total == Bandwidth::of(12, 10)),
+                    "{r:?}"
+                );
+            }
+            other => panic!("expected NotAdmitted, got {other:?}"),
+        }
+    }
+
+    fn two_cpus_three_boxes() -> System {
+        let srv = |cpu, budget, period| ServerSpec {
+            cpu,
+            budget,
+            period,
+        };
+        let mut a = BoxSpec::new("A", Interface::Servers(vec![srv(0, 3, 6), srv(1, 2, 8)]));
+        a.placement = Placement::Pinned;
+        a.mode = Mode::Reclaim;
+        let b = BoxSpec::new("B", Interface::Servers(vec![srv(0, 4, 9)]));
+        let c = BoxSpec::new("C", Interface::Servers(vec![srv(1, 1, 4)]));
+        let mut platform = Platform::with_cpus(2);
+        platform.cap = Bandwidth::ONE;
+        System::new(platform, vec![a, b, c], vec![]).unwrap()
+    }
+
+    /// The dispatch-plan queries drivers used to re-derive: EDF order with the core's own
+    /// comparison, planned exhaustions, the CPU of the next exhaustion, budget left.
+    #[test]
+    fn dispatch_plan_queries_follow_the_cores_edf() {
+        let mut s = Scheduler::new(&two_cpus_three_boxes(), Options::default()).unwrap();
+        let a0 = s
+            .add_task(TaskParams {
+                cpu: Some(0),
+                ..member("a0", "A", 1)
+            })
+            .unwrap();
+        let b = s.add_task(member("b", "B", 1)).unwrap();
+        let c = s.add_task(member("c", "C", 1)).unwrap();
+        for t in [a0, b, c] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        // Servers in the flattening's CPU order: A@0, B@0, A@1, C@1.
+        let (a_0, b_0, a_1, c_1) = (ServerId(0), ServerId(1), ServerId(2), ServerId(3));
+        let order = s.edf_order();
+        assert_eq!(order[&0], vec![a_0, b_0], "d = 6 before d = 9");
+        // A@1 never woke (deadline 0) and C@1 has d = 4: the stale 0 sorts first, as the
+        // core would pick it if it got work (the wake-up rule then renews it).
+        assert_eq!(order[&1], vec![a_1, c_1]);
+        for cpu in [0, 1] {
+            let first_with_work = s.dispatch(cpu).order.first().map(|x| x.server);
+            assert_eq!(
+                first_with_work,
+                s.running(cpu).and_then(|r| r.server),
+                "the core runs the EDF head"
+            );
+        }
+        let work = |x: ServerId| x != a_1;
+        let plan = s.exhaustion_plan(10, work);
+        assert_eq!(plan[&0], vec![(a_0, 13), (b_0, 17)]);
+        assert_eq!(plan[&1], vec![(c_1, 11)]);
+        assert_eq!(s.next_exhaustion_cpu(), Some(1), "C has 1 left, A 3");
+        assert_eq!(s.min_budget_left(), Some(1));
+        assert_eq!(s.min_budget_left_with_work(|x| x == b_0), Some(4));
+        let cost = LoopCost {
+            step: 1,
+            poll: 2_000,
+            scan: 8_000,
+        };
+        assert_eq!(
+            s.poll_interval(&cost),
+            2_000,
+            "1 ns left: the shortest poll"
+        );
+        s.advance(1); // C exhausts: throttled, it leaves the order and the plan.
+        assert_eq!(s.edf_order()[&1], vec![a_1]);
+        assert!(s.exhaustion_plan(1, work)[&1].is_empty());
+        assert_eq!(s.next_exhaustion_cpu(), Some(0));
+        // Box facts without a name lookup in the driver.
+        let i = s.server(a_0);
+        assert_eq!((i.mode, i.placement), (Mode::Reclaim, Placement::Pinned));
+        let i = s.server(b_0);
+        assert_eq!((i.mode, i.placement), (Mode::Hard, Placement::Global));
+        let info = s.box_info("A").unwrap();
+        assert_eq!(info.servers, &[a_0, a_1]);
+        assert!(!info.shared && s.box_info("nope").is_none());
+        assert_eq!(s.boxes().count(), 3);
     }
 
     #[test]
