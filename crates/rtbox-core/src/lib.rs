@@ -67,6 +67,15 @@
 //!    [`Scheduler::server`] carries the box's mode and placement; [`Scheduler::box_info`] and
 //!    [`Scheduler::boxes`] give a box's policy, placement, mode, shared weight and servers.
 //!
+//! 7. `reconfigure(now, &system)` applies a new box set (at most at `next_timer()`, like
+//!    `advance`): refused as a whole, changing nothing, for whatever `Scheduler::new` or
+//!    `add_task` would refuse; otherwise servers are matched by (box, CPU) and keep their
+//!    budget, deadline, throttle and statistics if their parameters are unchanged
+//!    ([`rules::cbs_change`] if they changed), tasks keep their ids, and the returned
+//!    [`Reconfigured`] maps old server ids to new, lists removed/added/changed servers and the
+//!    released members of deleted boxes, and hands back the events queued before (old ids).
+//!    Decisions are fresh on return.
+//!
 //! For the Linux runtime, [`Scheduler::dispatch`] gives a CPU's whole EDF order of non-throttled
 //! servers with work and the members placed on each vCPU (most urgent first); ready members of a
 //! global box that sit on no running vCPU are listed by [`Scheduler::unplaced`].

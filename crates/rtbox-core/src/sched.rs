@@ -1,5 +1,7 @@
 //! The scheduler: servers under per-CPU EDF, local policies and placement inside boxes.
 
+mod reconfigure;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use rtbox_model::{admit, fits_cap, Bandwidth, LoopCost, Mode, Nanos, Placement, Policy, System};
