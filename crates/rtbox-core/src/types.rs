@@ -214,6 +214,8 @@ pub struct Reconfigured {
     pub changed: Vec<ServerId>,
     /// Tasks whose box was deleted or became shared: now background tasks (same [`TaskId`]).
     pub released: Vec<TaskId>,
+    /// Tasks of a shared box that now has servers: now its members.
+    pub joined: Vec<TaskId>,
     /// The events that were queued before the change, with the OLD server ids: the queue is
     /// drained first so that no event is ever read against the wrong id.
     pub events: Vec<Event>,

@@ -42,7 +42,8 @@ impl Scheduler {
     ///   old ids to new. Tasks keep their [`TaskId`], readiness, local deadline and queue
     ///   position; a pinned member stays on its vCPU while that exists; a global member stays on
     ///   its vCPU if it still wins. Members of a deleted box, or of a box that became shared,
-    ///   become background tasks and are listed in [`Reconfigured::released`].
+    ///   become background tasks and are listed in [`Reconfigured::released`]; tasks of a
+    ///   shared box that now has servers become its members ([`Reconfigured::joined`]).
     /// - The time up to `now` is charged and due timers fire under the old configuration first.
     ///   Queued [`crate::Event`]s (old ids) are drained into [`Reconfigured::events`]; the queue
     ///   then only holds events with new ids.
@@ -51,6 +52,7 @@ impl Scheduler {
         // 1. Everything that can fail, on a scheduler of its own.
         let mut next = Scheduler::new(system, self.opts)?;
         let mut released = Vec::new();
+        let mut joined = Vec::new();
         for (i, tk) in self.tasks.iter().enumerate() {
             let mut spec = tk.spec.clone();
             if let Some(name) = &spec.box_name {
@@ -62,6 +64,7 @@ impl Scheduler {
                         released.push(TaskId(i as u32));
                     }
                     Some(true) if was_member => released.push(TaskId(i as u32)),
+                    Some(false) if !was_member => joined.push(TaskId(i as u32)),
                     _ => {}
                 }
             }
@@ -188,6 +191,7 @@ impl Scheduler {
             added,
             changed,
             released,
+            joined,
             events,
         })
     }
@@ -382,6 +386,37 @@ mod tests {
     }
 
     #[test]
+    fn a_box_that_becomes_shared_releases_its_members_and_takes_them_back() {
+        let (mut s, tasks) = busy();
+        let c = tasks[3];
+        let mut bx = boxes();
+        bx[2].interface = Interface::Shared { weight: 2 };
+        let r = s.reconfigure(23, &system(bx)).unwrap();
+        assert_eq!((r.released.clone(), r.joined.clone()), (vec![c], vec![]));
+        assert_eq!(r.removed.len(), 1);
+        assert_eq!(
+            s.box_info("C").map(|b| (b.shared, b.weight)),
+            Some((true, Some(2)))
+        );
+        assert_eq!(s.placement(c), None);
+        let t = s.next_timer().unwrap();
+        s.advance(t);
+        let r = s.reconfigure(t, &system(boxes())).unwrap();
+        assert_eq!((r.released, r.joined), (vec![], vec![c]));
+        assert_eq!(r.added.len(), 1);
+        let sid = s.box_servers("C")[0];
+        assert_eq!(s.server(sid).consumed, 0, "a new server, fresh");
+        assert!(
+            s.cpus().any(|cpu| s.running(cpu)
+                == Some(Running {
+                    task: c,
+                    server: Some(sid)
+                })),
+            "the ready member runs on the fresh server (earliest deadline on CPU 1)"
+        );
+    }
+
+    #[test]
     fn members_of_surviving_servers_keep_running() {
         let (mut s, tasks) = busy();
         let running: Vec<_> = s.cpus().map(|c| s.running(c)).collect();
@@ -480,36 +515,47 @@ mod tests {
         }
     }
 
-    /// Up to four boxes b0..b3 of at most 0.2 each on CPU 0 and some of CPUs 1..2 (always
-    /// admitted); a box may be left out (deleted) or shared.
-    fn random_boxes(rng: &mut Lcg, all: bool) -> Vec<BoxSpec> {
-        let mut out = Vec::new();
-        for b in 0..4 {
-            if !all && rng.next(4) == 0 {
-                continue;
+    /// Box `b{i}` of at most 0.2 on CPU 0 and some of CPUs 1..2, with random parameters.
+    fn random_box(rng: &mut Lcg, i: usize) -> BoxSpec {
+        let period = 10 + rng.next(90);
+        let budget = 1 + rng.next(period / 5);
+        let mut spec = BoxSpec::new(format!("b{i}"), Interface::PerCpu { budget, period });
+        let mut cpus = CpuSet::new();
+        cpus.insert(0);
+        for c in 1..3 {
+            if rng.next(2) == 0 {
+                cpus.insert(c);
             }
-            let period = 10 + rng.next(90);
-            let budget = 1 + rng.next(period / 5);
-            let interface = if !all && rng.next(8) == 0 {
-                Interface::Shared { weight: 1 }
-            } else {
-                Interface::PerCpu { budget, period }
-            };
-            let mut spec = BoxSpec::new(format!("b{b}"), interface);
-            let mut cpus = CpuSet::new();
-            cpus.insert(0);
-            for c in 1..3 {
-                if rng.next(2) == 0 {
-                    cpus.insert(c);
-                }
-            }
-            spec.cpus = Some(cpus);
-            spec.policy = [Policy::Fifo, Policy::Edf, Policy::Fair][rng.next(3) as usize];
-            spec.placement = [Placement::Global, Placement::Pinned][rng.next(2) as usize];
-            spec.mode = [Mode::Hard, Mode::Reclaim][rng.next(2) as usize];
-            out.push(spec);
         }
-        out
+        spec.cpus = Some(cpus);
+        spec.policy = [Policy::Fifo, Policy::Edf, Policy::Fair][rng.next(3) as usize];
+        spec.placement = [Placement::Global, Placement::Pinned][rng.next(2) as usize];
+        spec.mode = [Mode::Hard, Mode::Reclaim][rng.next(2) as usize];
+        spec
+    }
+
+    /// The next box set: each of the four slots is kept (half the time), gets new parameters,
+    /// is deleted, becomes shared, or is (re)created. Always admitted (4 x 0.2 < 0.95).
+    fn mutate(rng: &mut Lcg, slots: &mut [Option<BoxSpec>]) {
+        for (i, slot) in slots.iter_mut().enumerate() {
+            match rng.next(8) {
+                0..=3 => {}
+                4 => {
+                    if let Some(b) = slot {
+                        let period = 10 + rng.next(90);
+                        let budget = 1 + rng.next(period / 5);
+                        b.interface = Interface::PerCpu { budget, period };
+                    }
+                }
+                5 => *slot = None,
+                6 => {
+                    let mut b = random_box(rng, i);
+                    b.interface = Interface::Shared { weight: 1 };
+                    *slot = Some(b);
+                }
+                _ => *slot = Some(random_box(rng, i)),
+            }
+        }
     }
 
     fn check_decisions(s: &Scheduler) -> Result<(), TestCaseError> {
@@ -541,8 +587,10 @@ mod tests {
         #[test]
         fn reconfiguration_keeps_the_accounting_invariants(seed in any::<u64>()) {
             let mut rng = Lcg(seed);
+            let mut slots: Vec<Option<BoxSpec>> =
+                (0..4).map(|i| Some(random_box(&mut rng, i))).collect();
             let mut s = Scheduler::new(
-                &System::new(Platform::with_cpus(3), random_boxes(&mut rng, true), vec![])
+                &System::new(Platform::with_cpus(3), slots.iter().flatten().cloned().collect(), vec![])
                     .unwrap(),
                 Options::default(),
             )
@@ -578,7 +626,9 @@ mod tests {
                 s.advance(now);
                 if step % 37 == 36 {
                     let before = snapshot(&s);
-                    let mut bx = random_boxes(&mut rng, false);
+                    let mut next = slots.clone();
+                    mutate(&mut rng, &mut next);
+                    let mut bx: Vec<BoxSpec> = next.iter().flatten().cloned().collect();
                     let refuse = rng.next(6) == 0;
                     if refuse {
                         let mut hog = BoxSpec::new("hog", Interface::PerCpu { budget: 96, period: 100 });
@@ -594,6 +644,7 @@ mod tests {
                         }
                         Ok(r) => {
                             prop_assert!(!refuse);
+                            slots = next;
                             let renewed: Vec<ServerId> = std::iter::from_fn(|| s.poll_event())
                                 .filter_map(|e| match e {
                                     Event::Renewed { server, .. } => Some(server),
