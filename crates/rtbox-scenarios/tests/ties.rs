@@ -110,6 +110,20 @@ fn equal_explicit_priorities_count_as_interference() {
 }
 
 #[test]
+fn equal_explicit_priorities_run_in_arrival_order_not_declaration_order() {
+    // `b` arrives 1 ms before `a` at the same priority: SCHED_FIFO lets it finish, so `b`
+    // takes about 3.2 ms and `a` waits for it; declaration order would preempt `b` instead.
+    let mut a = task("a", 3 * MS, 10 * MS, 10 * MS, Some(10));
+    a.offset = MS;
+    let b = task("b", 3 * MS, 10 * MS, 10 * MS, Some(10));
+    let system = one_server_box(Policy::Fifo, vec![a, b]);
+    let r = bounds_cover_simulation(&system);
+    let worst = |n: &str| r.iter().find(|x| x.0 == n).map(|x| x.2).unwrap_or(0);
+    assert!(worst("b") < 4 * MS, "{r:?}");
+    assert!(worst("a") > 5 * MS, "{r:?}");
+}
+
+#[test]
 fn equal_deadlines_break_on_period_then_declaration_order() {
     // Same deadline; `c` has the shorter period and outranks `a` and `b` despite coming last;
     // `a` and `b` tie on both and go in declaration order. An explicit priority ranks above all.
