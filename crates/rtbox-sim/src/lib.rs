@@ -146,7 +146,11 @@ pub struct TaskReport {
     pub name: String,
     #[serde(rename = "box")]
     pub box_name: Option<String>,
-    pub priority: u32,
+    /// The task's explicit priority (`None`: deadline monotonic).
+    pub priority: Option<u32>,
+    /// The level it was scheduled at (`rtbox_model::priority_levels`, higher is more urgent):
+    /// the order among tasks, not a Linux priority.
+    pub level: u32,
     pub released: u64,
     /// Completed jobs.
     pub jobs: u64,
@@ -810,7 +814,8 @@ impl<'a> Sim<'a> {
             .map(|(i, (spec, ts))| TaskReport {
                 name: spec.name.clone(),
                 box_name: spec.box_name.clone(),
-                priority: self.prio[i],
+                priority: spec.priority,
+                level: self.prio[i],
                 released: ts.released,
                 jobs: ts.completed,
                 misses: ts.misses,
