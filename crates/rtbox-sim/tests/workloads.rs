@@ -210,3 +210,38 @@ fn deadline_ties_keep_the_running_reservation() {
         (Some(8 * MS), Some(9 * MS))
     );
 }
+
+/// Supply of a pinned box's servers is tracked with the core's own placement (round robin over
+/// the box's servers for members without a `cpu`): `b` is the box's second member, so it lives
+/// on the server of CPU 1, which it keeps busy; the server of CPU 0 only sees light work.
+#[test]
+fn pinned_supply_follows_the_cores_placement() {
+    let mut b = BoxSpec::new(
+        "p",
+        Interface::PerCpu {
+            budget: 5 * MS,
+            period: 10 * MS,
+        },
+    );
+    b.placement = rtbox_model::Placement::Pinned;
+    b.cpus = Some(rtbox_model::CpuSet::first(2));
+    let tasks = vec![
+        boxed(TaskSpec::periodic("a", MS, 10 * MS), "p"),
+        boxed(TaskSpec::periodic("b", 1000 * MS, 1000 * MS), "p"),
+    ];
+    let system = System::new(Platform::with_cpus(2), vec![b], tasks).unwrap();
+    let r = simulate(
+        &system,
+        &SimOptions {
+            duration: 500 * MS,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    let server = |cpu: u32| r.servers.iter().find(|s| s.cpu == cpu).unwrap();
+    let busy = &server(1).supply[1];
+    assert_eq!(busy.window, 10 * MS);
+    assert!(busy.worst.is_some_and(|w| w >= busy.sbf), "{busy:?}");
+    assert!(server(0).supply.iter().all(|w| w.worst.is_none()));
+    assert_eq!(server(1).consumed, 250 * MS);
+}
