@@ -1,6 +1,6 @@
 //! The analysis view of a task: four integers and a priority level.
 
-use rtbox_model::{Nanos, TaskSpec};
+use rtbox_model::{deadline_monotonic_order, priority_levels, Nanos, TaskSpec};
 
 /// A sporadic task as the tests see it.
 ///
@@ -81,47 +81,34 @@ pub fn sort_by_priority(tasks: &mut [Task]) {
     tasks.sort_by_key(|t| std::cmp::Reverse(t.prio));
 }
 
-/// Gives every task a distinct deadline-monotonic priority level (shorter deadline = higher),
-/// ties broken by position. Returns the levels; `tasks[i].prio` is set too.
+/// Gives every task a distinct deadline-monotonic priority level with the model's one rule
+/// (`rtbox_model::priority`: shorter deadline higher, then shorter period, then position).
 pub fn assign_deadline_monotonic(tasks: &mut [Task]) {
-    let mut order: Vec<usize> = (0..tasks.len()).collect();
-    order.sort_by_key(|&i| (tasks[i].deadline, i));
+    let keys: Vec<(Nanos, Nanos)> = tasks.iter().map(|t| (t.deadline, t.period)).collect();
     let n = tasks.len() as u32;
-    for (rank, &i) in order.iter().enumerate() {
+    for (rank, i) in deadline_monotonic_order(&keys).into_iter().enumerate() {
         tasks[i].prio = n - rank as u32;
     }
 }
 
-/// The analysis tasks of a box, with the box's priority rule:
-/// explicit priorities are kept and rank above every task without one; tasks without a priority
-/// are ordered deadline-monotonically below them.
+/// The analysis tasks of a box, ranked by the model's priority rule
+/// ([`rtbox_model::priority_levels`]): explicit priorities kept and above every task without
+/// one, deadline-monotonic below them. Equal explicit priorities keep equal levels, which
+/// [`Task::is_hp`] counts as interfering both ways (Linux runs them in arrival order).
 pub fn from_specs<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<Task> {
     let specs: Vec<&TaskSpec> = specs.into_iter().collect();
-    let mut tasks: Vec<Task> = specs
+    let levels = priority_levels(specs.iter().copied());
+    specs
         .iter()
-        .map(|s| Task {
+        .zip(levels)
+        .map(|(s, prio)| Task {
             wcet: s.wcet,
             deadline: s.deadline,
             period: s.period,
             jitter: s.jitter,
-            prio: 0,
+            prio,
         })
-        .collect();
-    let mut unset: Vec<usize> = (0..specs.len())
-        .filter(|&i| specs[i].priority.is_none())
-        .collect();
-    unset.sort_by_key(|&i| (tasks[i].deadline, i));
-    let n_unset = unset.len() as u32;
-    for (rank, &i) in unset.iter().enumerate() {
-        tasks[i].prio = n_unset - rank as u32;
-    }
-    for (i, s) in specs.iter().enumerate() {
-        if let Some(p) = s.priority {
-            // Explicit priorities sit above every deadline-monotonic level.
-            tasks[i].prio = n_unset.saturating_add(1).saturating_add(p);
-        }
-    }
-    tasks
+        .collect()
 }
 
 #[cfg(test)]
@@ -133,6 +120,27 @@ mod tests {
         let mut ts = vec![Task::new(1, 10), Task::new(1, 5), Task::new(1, 10)];
         assign_deadline_monotonic(&mut ts);
         assert!(ts[1].prio > ts[0].prio && ts[0].prio > ts[2].prio);
+    }
+
+    #[test]
+    fn equal_deadlines_tie_on_period_then_position() {
+        let mut ts = vec![
+            Task::with_deadline(1, 10, 20),
+            Task::with_deadline(1, 10, 10),
+            Task::with_deadline(1, 10, 20),
+        ];
+        assign_deadline_monotonic(&mut ts);
+        assert_eq!([ts[0].prio, ts[1].prio, ts[2].prio], [2, 3, 1]);
+    }
+
+    #[test]
+    fn equal_explicit_priorities_interfere_both_ways() {
+        let mut a = TaskSpec::periodic("a", 1, 10);
+        a.priority = Some(5);
+        let mut b = a.clone();
+        b.name = "b".into();
+        let ts = from_specs([&a, &b]);
+        assert!(ts[0].is_hp(&ts[1]) && ts[1].is_hp(&ts[0]));
     }
 
     #[test]

@@ -94,3 +94,42 @@ fn sim_exit_codes() {
     let out = rtbox().args(["sim", "/nonexistent.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `--model deadline` follows the kernel's tie rule: a running reservation keeps its CPU against
+/// an equal deadline (`dl_entity_preempt`). T2 finishes at 6 ms, as in Linux and SimSo.
+#[test]
+fn sim_deadline_model_keeps_the_running_job_at_equal_deadlines() {
+    let dir = std::env::temp_dir().join(format!("rtbox-sim-dl-tie-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (config, csv) = (dir.join("tie.toml"), dir.join("jobs.csv"));
+    let mut text = String::from(
+        "[platform]\ncpus = 2\n\n[[box]]\nname = \"b\"\ninterface.per_cpu = { budget = \"1ms\", period = \"10ms\" }\n",
+    );
+    for (name, period) in [("T0", "5ms"), ("T1", "5ms"), ("T2", "10ms")] {
+        text.push_str(&format!(
+            "\n[[task]]\nname = \"{name}\"\nbox = \"b\"\nwcet = \"3ms\"\nperiod = \"{period}\"\n"
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let out = rtbox()
+        .arg("sim")
+        .arg(&config)
+        .args(["--duration", "10ms", "--model", "deadline", "--csv"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jobs = std::fs::read_to_string(&csv).unwrap();
+    let t2 = jobs
+        .lines()
+        .find(|l| l.starts_with("T2,0,"))
+        .unwrap_or_else(|| panic!("no first job of T2 in\n{jobs}"));
+    let finish = t2.split(',').nth(6).unwrap();
+    assert_eq!(finish, "6000000", "{jobs}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

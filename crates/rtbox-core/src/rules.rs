@@ -63,6 +63,11 @@ pub fn cbs_overflow(s: CbsState, p: CbsParams, now: Nanos) -> bool {
 /// applies instead (Abeni, Lipari, Lelli 2015, "Constant bandwidth server revisited"; the kernel's
 /// `update_dl_revised_wakeup`): keep `d` and cut the budget to `c := (d - t) Q / D`, so the
 /// server's density never exceeds Q / D.
+///
+/// "Passed" is `d <= t` here, where the kernel's `update_dl_entity` tests `d < t`: at `d = t` a
+/// positive budget overflows anyway (`c * D > 0`), so the two differ at most for an empty
+/// budget, which rtbox renews at once (the kernel throttles it until its next period start,
+/// `d - D + P`, which for D = P is already due, giving the same renewal).
 pub fn cbs_wakeup(s: CbsState, p: CbsParams, now: Nanos) -> CbsState {
     let passed = s.deadline <= now;
     if !passed && !cbs_overflow(s, p, now) {
@@ -137,6 +142,28 @@ pub fn cbs_replenish(s: CbsState, p: CbsParams) -> CbsState {
     }
 }
 
+/// Whether a replenished server lags: its deadline is strictly before `now`. A deadline equal to
+/// `now` does not lag (the server may still run, with the earliest deadline there is).
+///
+/// Rule: the kernel's `replenish_dl_entity` (kernel/sched/deadline.c) restarts an entity only
+/// when `dl_time_before(deadline, rq_clock)`, a strict comparison; rtbox uses the same boundary
+/// so that its core and its SCHED_DEADLINE baseline agree with the kernel.
+pub fn cbs_lagging(s: CbsState, now: Nanos) -> bool {
+    s.deadline < now
+}
+
+/// A throttled server's replenishment time has come (its timer fired at `now`, possibly late):
+/// it holds the replenished state already ([`cbs_throttle`]) and may run again, restarted from
+/// `now` if that state lags ([`cbs_lagging`], [`cbs_restart`]), as the kernel's replenishment
+/// timer does through `replenish_dl_entity`.
+pub fn cbs_unthrottle(s: CbsState, p: CbsParams, now: Nanos) -> CbsState {
+    if cbs_lagging(s, now) {
+        cbs_restart(s, p, now)
+    } else {
+        s
+    }
+}
+
 /// A lagging server's restart (its replenished deadline has already passed): the deadline
 /// moves to `t + D`, the budget stays as replenished. The kernel's `replenish_dl_entity` also
 /// resets a lagging entity's budget to Q, forgiving its overrun; rtbox keeps the overrun owed,
@@ -154,7 +181,7 @@ pub fn cbs_restart(s: CbsState, p: CbsParams, now: Nanos) -> CbsState {
 /// run at once, as the kernel does when its timer would be in the past).
 ///
 /// A server that throttles so late that even its replenished deadline has passed (its driver
-/// stalled for more than a period) restarts from now instead ([`cbs_restart`]): postponing `d`
+/// stalled for more than a period) restarts from now instead ([`cbs_unthrottle`]): postponing `d`
 /// one period at a time would hand it one budget per missed period back to back, with a
 /// deadline in the past that beats every other server under EDF.
 pub fn cbs_throttle(s: CbsState, p: CbsParams, now: Nanos) -> (CbsState, Option<Nanos>) {
@@ -162,10 +189,8 @@ pub fn cbs_throttle(s: CbsState, p: CbsParams, now: Nanos) -> (CbsState, Option<
     let next = cbs_replenish(s, p);
     if until > now {
         (next, Some(until))
-    } else if next.deadline <= now {
-        (cbs_restart(next, p, now), None)
     } else {
-        (next, None)
+        (cbs_unthrottle(next, p, now), None)
     }
 }
 
@@ -246,6 +271,43 @@ mod tests {
                 CbsState {
                     runtime: 2,
                     deadline: 12
+                },
+                None
+            )
+        );
+    }
+
+    #[test]
+    fn lag_boundary_deadline_equal_to_now_does_not_restart() {
+        // Replenished to d = 12 (runtime 3): the timer firing at 12 keeps d = 12, as the kernel
+        // (strict `dl_time_before`); one nanosecond later it restarts to 13 + 6.
+        let s = CbsState {
+            runtime: 3,
+            deadline: 12,
+        };
+        assert!(!cbs_lagging(s, 12));
+        assert_eq!(cbs_unthrottle(s, S1, 12), s);
+        assert!(cbs_lagging(s, 13));
+        assert_eq!(
+            cbs_unthrottle(s, S1, 13),
+            CbsState {
+                runtime: 3,
+                deadline: 19
+            }
+        );
+        // The same boundary when the throttle itself is late: exhausted at 12 with d = 6 gives
+        // d = 12 at once, not a restart; at 13 a restart.
+        let spent = CbsState {
+            runtime: 0,
+            deadline: 6,
+        };
+        assert_eq!(cbs_throttle(spent, S1, 12), (s, None));
+        assert_eq!(
+            cbs_throttle(spent, S1, 13),
+            (
+                CbsState {
+                    runtime: 3,
+                    deadline: 19
                 },
                 None
             )

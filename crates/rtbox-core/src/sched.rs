@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, Placement, Policy, System};
 
 use crate::rules::{
-    cbs_charge, cbs_exhausted, cbs_refund, cbs_restart, cbs_throttle, cbs_wakeup, edf_key,
+    cbs_charge, cbs_exhausted, cbs_refund, cbs_throttle, cbs_unthrottle, cbs_wakeup, edf_key,
     CbsParams, CbsState,
 };
 use crate::types::{
@@ -523,10 +523,8 @@ impl Scheduler {
                 s.throttled = false;
                 self.dirty = true;
                 // A timer fired more than a period late: its replenished deadline has passed
-                // too, so the server restarts from now (the lagging rule of `cbs_throttle`).
-                if s.st.deadline <= now {
-                    s.st = cbs_restart(s.st, s.params, now);
-                }
+                // too, so the server restarts from now (rule `cbs_unthrottle`).
+                s.st = cbs_unthrottle(s.st, s.params, now);
                 if self.opts.record_events {
                     self.events.push_back(Event::Replenished {
                         at: now,

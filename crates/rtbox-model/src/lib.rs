@@ -3,6 +3,7 @@
 //! Vocabulary shared by every rtbox crate: [`Nanos`] (integer time), [`Bandwidth`] (fixed-point
 //! CPU fractions), the [`Platform`], boxes ([`BoxSpec`]) with their [`Interface`], the hard CBS
 //! [`Server`]s an interface becomes, [`TaskSpec`]s, and the validated [`System`]. The
+//! [`priority`] module holds the one fixed-priority rule every crate uses. The
 //! [`admission`] module flattens the box tree into per-CPU servers and runs admission control.
 //!
 //! This crate does no I/O and reads no clock.
@@ -11,6 +12,7 @@ pub mod admission;
 pub mod bandwidth;
 pub mod cpuset;
 pub mod error;
+pub mod priority;
 pub mod servers;
 pub mod system;
 pub mod time;
@@ -22,6 +24,10 @@ pub use admission::{
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};
+pub use priority::{
+    deadline_monotonic_cmp, deadline_monotonic_order, fifo_priorities, priority_levels,
+    FifoPriorityError,
+};
 pub use servers::{
     bdm_server_params, format_control_string, mpr_budgets, parse_control_string, Server,
 };

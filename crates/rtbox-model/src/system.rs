@@ -187,8 +187,8 @@ pub struct TaskSpec {
     pub period: Nanos,
     /// Relative deadline.
     pub deadline: Nanos,
-    /// Fixed priority, higher is more urgent (as Linux RT priorities); `None` lets the
-    /// analysis order by deadline.
+    /// Fixed priority, higher is more urgent (as Linux RT priorities); `None` ranks the task
+    /// deadline-monotonically below every task with one (`crate::priority`).
     pub priority: Option<u32>,
     /// A CPU to pin the task to (pinned placement), if any.
     pub cpu: Option<u32>,

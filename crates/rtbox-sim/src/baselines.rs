@@ -5,7 +5,9 @@
 //! can); no scheduler overheads; the root RT runtime limit (`sched_rt_runtime_us`) and RT runtime
 //! sharing between CPUs are not modelled.
 
-use rtbox_core::rules::{cbs_charge, cbs_exhausted, cbs_throttle, cbs_wakeup, CbsParams, CbsState};
+use rtbox_core::rules::{
+    cbs_charge, cbs_exhausted, cbs_throttle, cbs_unthrottle, cbs_wakeup, CbsParams, CbsState,
+};
 use rtbox_model::{admit, Nanos, System};
 
 use crate::model::{Model, ModelEvent, ServerDesc};
@@ -382,8 +384,20 @@ struct DlServer {
     st: CbsState,
     throttled: bool,
     replenish_at: Nanos,
+    /// When it last joined the ready reservations (wake-up or replenishment), as a sequence
+    /// number: the tie-break among equal deadlines.
+    enqueued: u64,
     consumed: Nanos,
     throttles: u64,
+}
+
+/// SCHED_DEADLINE's order of ready reservations, most urgent first (kernel/sched/deadline.c):
+/// the earlier absolute deadline; at equal deadlines the running one stays ahead, because a
+/// wake-up or a push preempts only with a strictly earlier deadline (`dl_entity_preempt` is a
+/// strict `dl_time_before`); then the one enqueued first, because the deadline tree places an
+/// equal key after those already queued (`__dl_less`).
+fn dl_order_key(deadline: Nanos, running: bool, enqueued: u64) -> (Nanos, bool, u64) {
+    (deadline, !running, enqueued)
 }
 
 /// One SCHED_DEADLINE reservation per boxed task (runtime = WCET, deadline and period = the
@@ -424,6 +438,7 @@ impl DeadlineModel {
                     },
                     throttled: false,
                     replenish_at: 0,
+                    enqueued: 0,
                     consumed: 0,
                     throttles: 0,
                 });
@@ -443,6 +458,7 @@ impl Model for DeadlineModel {
         if self.c.wake(task) {
             if let Some(s) = self.server_of[task] {
                 let srv = &mut self.servers[s];
+                srv.enqueued = self.c.seq[task];
                 if !srv.throttled {
                     srv.st = cbs_wakeup(srv.st, srv.params, now);
                 }
@@ -467,7 +483,12 @@ impl Model for DeadlineModel {
         self.c.now = now;
         for (i, srv) in self.servers.iter_mut().enumerate() {
             if srv.throttled && srv.replenish_at <= now {
+                // The replenishment timer: the server re-joins the ready ones (restarted if it
+                // lags, the core's rule) behind those of equal deadline.
                 srv.throttled = false;
+                srv.st = cbs_unthrottle(srv.st, srv.params, now);
+                self.c.next_seq += 1;
+                srv.enqueued = self.c.next_seq;
                 self.c.dirty = true;
             }
             if !srv.throttled && cbs_exhausted(srv.st) {
@@ -491,12 +512,15 @@ impl Model for DeadlineModel {
         if !self.c.dirty {
             return;
         }
-        let mut dl: Vec<(Nanos, usize)> = self
+        let mut dl: Vec<((Nanos, bool, u64), usize)> = self
             .servers
             .iter()
             .enumerate()
             .filter(|(_, s)| !s.throttled && self.c.ready[s.task])
-            .map(|(i, s)| (s.st.deadline, i))
+            .map(|(i, s)| {
+                let running = self.c.prev_cpu(s.task).is_some();
+                (dl_order_key(s.st.deadline, running, s.enqueued), i)
+            })
             .collect();
         dl.sort_unstable();
         let mut order: Vec<(usize, Option<usize>)> = dl
@@ -549,5 +573,58 @@ impl Model for DeadlineModel {
     }
     fn drain_events(&mut self, out: &mut Vec<ModelEvent>) {
         out.append(&mut self.c.events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_model::{BoxSpec, Interface, Platform, TaskSpec};
+
+    const MS: Nanos = 1_000_000;
+
+    fn one_reservation() -> DeadlineModel {
+        let b = BoxSpec::new(
+            "b",
+            Interface::PerCpu {
+                budget: MS,
+                period: 10 * MS,
+            },
+        );
+        let mut t = TaskSpec::periodic("t", 3 * MS, 6 * MS);
+        t.box_name = Some("b".into());
+        let system = System::new(Platform::with_cpus(1), vec![b], vec![t]).unwrap();
+        DeadlineModel::new(&system, &[1], &[Some((3 * MS, 6 * MS, 6 * MS))], false)
+    }
+
+    /// A throttled reservation replenished to d = 12 ms whose timer fires late.
+    fn throttled_until_6(m: &mut DeadlineModel) {
+        m.servers[0].throttled = true;
+        m.servers[0].replenish_at = 6 * MS;
+        m.servers[0].st = CbsState {
+            runtime: (3 * MS) as i64,
+            deadline: 12 * MS,
+        };
+    }
+
+    #[test]
+    fn late_timer_restarts_only_a_deadline_strictly_in_the_past() {
+        // The kernel's lag rule (strict `dl_time_before` in `replenish_dl_entity`), through the
+        // core's `cbs_unthrottle`: firing at d itself keeps d.
+        let mut m = one_reservation();
+        m.wake(0, 0, 6 * MS);
+        throttled_until_6(&mut m);
+        m.c.now = 12 * MS;
+        m.advance(12 * MS);
+        assert!(!m.servers[0].throttled);
+        assert_eq!(m.servers[0].st.deadline, 12 * MS);
+        // One nanosecond later the deadline has passed: restart at now + D.
+        let mut m = one_reservation();
+        m.wake(0, 0, 6 * MS);
+        throttled_until_6(&mut m);
+        m.c.now = 12 * MS + 1;
+        m.advance(12 * MS + 1);
+        assert_eq!(m.servers[0].st.deadline, 18 * MS + 1);
+        assert_eq!(m.running(0), Some((0, Some(0))));
     }
 }

@@ -51,11 +51,10 @@ pub fn standard_system(seed: u64) -> System {
             tasks.push(t);
         }
     }
-    // Rate-monotonic priorities inside each box (shorter period, higher priority).
-    let mut order: Vec<usize> = (0..tasks.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(tasks[i].period));
-    for (rank, i) in order.into_iter().enumerate() {
-        tasks[i].priority = Some(1 + rank as u32);
+    // Deadline-monotonic (here rate-monotonic: D = T) priorities by the model's rule.
+    let levels = rtbox_model::priority_levels(&tasks);
+    for (t, level) in tasks.iter_mut().zip(levels) {
+        t.priority = Some(level);
     }
     System::new(platform, boxes, tasks).expect("the standard scenario is valid")
 }

@@ -17,7 +17,8 @@
 //! the deadline is the nominal arrival plus D. A chained task (`after = X`) releases a job when a
 //! job of X completes; its deadline and response time count from the chain head's nominal
 //! arrival (end-to-end). Execution times: the per-job list of [`SimOptions::exec_lists`], else
-//! uniform in [bcet, wcet], else wcet. Tasks without a priority get deadline-monotonic ones.
+//! uniform in [bcet, wcet], else wcet. Priorities are the model's levels
+//! ([`rtbox_model::priority_levels`]): explicit ones kept, deadline monotonic below them.
 
 pub mod baselines;
 pub mod bench;
@@ -31,7 +32,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::fmt;
 
-use rtbox_model::{Nanos, System};
+use rtbox_model::{priority_levels, Nanos, System};
 use serde::Serialize;
 
 use crate::baselines::{DeadlineModel, FpModel, RtThrottlingModel};
@@ -145,7 +146,11 @@ pub struct TaskReport {
     pub name: String,
     #[serde(rename = "box")]
     pub box_name: Option<String>,
-    pub priority: u32,
+    /// The task's explicit priority (`None`: deadline monotonic).
+    pub priority: Option<u32>,
+    /// The level it was scheduled at (`rtbox_model::priority_levels`, higher is more urgent):
+    /// the order among tasks, not a Linux priority.
+    pub level: u32,
     pub released: u64,
     /// Completed jobs.
     pub jobs: u64,
@@ -270,25 +275,6 @@ impl SimReport {
     }
 }
 
-/// Priorities: given ones are kept; missing ones are deadline-monotonic (shorter relative
-/// deadline, higher priority) in 1..=99 by rank.
-pub fn effective_priorities(system: &System) -> Vec<u32> {
-    let mut missing: Vec<usize> = (0..system.tasks.len())
-        .filter(|&i| system.tasks[i].priority.is_none())
-        .collect();
-    missing.sort_by_key(|&i| (Reverse(system.tasks[i].deadline), i));
-    let mut out: Vec<u32> = system
-        .tasks
-        .iter()
-        .map(|t| t.priority.unwrap_or(0))
-        .collect();
-    let n = missing.len().max(1);
-    for (rank, &i) in missing.iter().enumerate() {
-        out[i] = 1 + (rank * 98 / n) as u32;
-    }
-    out
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Job {
     seq: u64,
@@ -321,7 +307,7 @@ pub fn simulate(system: &System, opts: &SimOptions) -> Result<SimReport, SimErro
             });
         }
     }
-    let prio = effective_priorities(system);
+    let prio = priority_levels(&system.tasks);
     let record = opts.record_trace;
     let mut model: Box<dyn Model> = match opts.model {
         ModelKind::Rtbox => Box::new(RtboxModel::new(system, &prio, record)?),
@@ -437,7 +423,7 @@ impl<'a> Sim<'a> {
                         && opts.model == ModelKind::Rtbox;
                     (0..n)
                         .filter(|&t| system.tasks[t].box_name.as_deref() == Some(b.as_str()))
-                        .filter(|&t| !pinned || pinned_on(system, t, d.cpu))
+                        .filter(|&t| !pinned || model.home(t) == Some(s))
                         .collect()
                 }
                 _ => (0..n)
@@ -828,7 +814,8 @@ impl<'a> Sim<'a> {
             .map(|(i, (spec, ts))| TaskReport {
                 name: spec.name.clone(),
                 box_name: spec.box_name.clone(),
-                priority: self.prio[i],
+                priority: spec.priority,
+                level: self.prio[i],
                 released: ts.released,
                 jobs: ts.completed,
                 misses: ts.misses,
@@ -865,30 +852,4 @@ impl<'a> Sim<'a> {
             trace,
         }
     }
-}
-
-/// Whether task `t` of a pinned box sits on the box's server on `cpu` (the core's rule: its own
-/// `cpu`, else round robin over the box's servers in registration order).
-fn pinned_on(system: &System, t: usize, cpu: u32) -> bool {
-    let spec = &system.tasks[t];
-    if let Some(c) = spec.cpu {
-        return c == cpu;
-    }
-    let Some(b) = spec.box_name.as_deref() else {
-        return false;
-    };
-    let Some(rb) = system.get(b) else {
-        return false;
-    };
-    let server_cpus: Vec<u32> = rtbox_model::admit(system)
-        .flat_servers()
-        .filter(|s| s.box_name == b)
-        .map(|s| s.cpu)
-        .collect();
-    let _ = rb;
-    let rank = system.tasks[..t]
-        .iter()
-        .filter(|x| x.box_name.as_deref() == Some(b))
-        .count();
-    !server_cpus.is_empty() && server_cpus[rank % server_cpus.len()] == cpu
 }

@@ -1,7 +1,7 @@
 //! The scheduler models the simulator can drive: the rtbox core and three Linux baselines.
 
 use rtbox_core::{Event, Options, Scheduler, TaskId, TaskParams};
-use rtbox_model::Nanos;
+use rtbox_model::{Nanos, Placement};
 
 /// A server as reported (rtbox box servers, RT-throttling group runtimes, deadline reservations).
 #[derive(Debug, Clone)]
@@ -38,6 +38,11 @@ pub trait Model {
     /// (task, server) running on the CPU at index `cpu`.
     fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)>;
     fn servers(&self) -> Vec<ServerDesc>;
+    /// The server a task is bound to for good (a member of a pinned box, by the scheduler's own
+    /// placement), as an index into [`Model::servers`]; `None` when it may move or has none.
+    fn home(&self, _task: usize) -> Option<usize> {
+        None
+    }
     /// (budget consumed, throttle count).
     fn server_stats(&self, server: usize) -> (Nanos, u64);
     fn drain_events(&mut self, out: &mut Vec<ModelEvent>);
@@ -47,6 +52,8 @@ pub trait Model {
 pub struct RtboxModel {
     pub sched: Scheduler,
     ids: Vec<TaskId>,
+    /// Per task: whether it is a member of a pinned box.
+    pinned: Vec<bool>,
     record: bool,
 }
 
@@ -67,9 +74,20 @@ impl RtboxModel {
             p.priority = priorities[t];
             ids.push(sched.add_task(p)?);
         }
+        let pinned = system
+            .tasks
+            .iter()
+            .map(|t| {
+                t.box_name
+                    .as_deref()
+                    .and_then(|b| system.get(b))
+                    .is_some_and(|b| b.spec.placement == Placement::Pinned)
+            })
+            .collect();
         Ok(RtboxModel {
             sched,
             ids,
+            pinned,
             record: record_events,
         })
     }
@@ -111,6 +129,13 @@ impl Model for RtboxModel {
                 }
             })
             .collect()
+    }
+    fn home(&self, task: usize) -> Option<usize> {
+        // A pinned member's placement is the home the core chose when it was registered.
+        if !self.pinned[task] {
+            return None;
+        }
+        self.sched.placement(self.ids[task]).map(|s| s.index())
     }
     fn server_stats(&self, server: usize) -> (Nanos, u64) {
         let s = self.sched.server(rtbox_core::ServerId(server as u32));

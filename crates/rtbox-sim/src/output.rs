@@ -35,7 +35,7 @@ pub fn summary_table(r: &SimReport) -> String {
             "{:<20} {:<12} {:>4} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10.3}",
             t.name,
             t.box_name.as_deref().unwrap_or("-"),
-            t.priority,
+            t.priority.map_or("DM".into(), |p| p.to_string()),
             t.jobs,
             t.misses,
             ms(t.response.min),

@@ -162,3 +162,86 @@ fn baselines_fp_and_deadline_on_one_cpu() {
     assert!(srv.throttles > 40);
     assert!(srv.consumed <= 102 * 2 * MS);
 }
+
+/// The kernel's SCHED_DEADLINE tie rule: at equal deadlines the running reservation keeps its
+/// CPU (`dl_entity_preempt` is a strict `dl_time_before`). Two CPUs, T0 and T1 3 ms every 5 ms,
+/// T2 3 ms every 10 ms, all released at 0: at 5 ms the new jobs of T0 and T1 have deadline
+/// 10 ms like the running T2, which finishes at 6 ms (as in Linux and SimSo), not at 9 ms.
+#[test]
+fn deadline_ties_keep_the_running_reservation() {
+    let b = BoxSpec::new(
+        "b",
+        Interface::PerCpu {
+            budget: MS,
+            period: 10 * MS,
+        },
+    );
+    let tasks = vec![
+        boxed(TaskSpec::periodic("T0", 3 * MS, 5 * MS), "b"),
+        boxed(TaskSpec::periodic("T1", 3 * MS, 5 * MS), "b"),
+        boxed(TaskSpec::periodic("T2", 3 * MS, 10 * MS), "b"),
+    ];
+    let system = System::new(Platform::with_cpus(2), vec![b], tasks).unwrap();
+    let r = simulate(
+        &system,
+        &SimOptions {
+            duration: 10 * MS,
+            model: ModelKind::Deadline,
+            record_jobs: true,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    let jobs = r.jobs.as_ref().unwrap();
+    let finish = |task: &str, seq: u64| {
+        jobs.iter()
+            .find(|j| j.task == task && j.seq == seq)
+            .and_then(|j| j.finish)
+    };
+    assert_eq!(finish("T2", 0), Some(6 * MS));
+    // The first jobs of T0 and T1 (deadline 5 ms) ran first, side by side.
+    assert_eq!(
+        (finish("T0", 0), finish("T1", 0)),
+        (Some(3 * MS), Some(3 * MS))
+    );
+    // At 5 ms T0 woke first and took the free CPU; T1 waited for T2.
+    assert_eq!(
+        (finish("T0", 1), finish("T1", 1)),
+        (Some(8 * MS), Some(9 * MS))
+    );
+}
+
+/// Supply of a pinned box's servers is tracked with the core's own placement (round robin over
+/// the box's servers for members without a `cpu`): `b` is the box's second member, so it lives
+/// on the server of CPU 1, which it keeps busy; the server of CPU 0 only sees light work.
+#[test]
+fn pinned_supply_follows_the_cores_placement() {
+    let mut b = BoxSpec::new(
+        "p",
+        Interface::PerCpu {
+            budget: 5 * MS,
+            period: 10 * MS,
+        },
+    );
+    b.placement = rtbox_model::Placement::Pinned;
+    b.cpus = Some(rtbox_model::CpuSet::first(2));
+    let tasks = vec![
+        boxed(TaskSpec::periodic("a", MS, 10 * MS), "p"),
+        boxed(TaskSpec::periodic("b", 1000 * MS, 1000 * MS), "p"),
+    ];
+    let system = System::new(Platform::with_cpus(2), vec![b], tasks).unwrap();
+    let r = simulate(
+        &system,
+        &SimOptions {
+            duration: 500 * MS,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    let server = |cpu: u32| r.servers.iter().find(|s| s.cpu == cpu).unwrap();
+    let busy = &server(1).supply[1];
+    assert_eq!(busy.window, 10 * MS);
+    assert!(busy.worst.is_some_and(|w| w >= busy.sbf), "{busy:?}");
+    assert!(server(0).supply.iter().all(|w| w.worst.is_none()));
+    assert_eq!(server(1).consumed, 250 * MS);
+}

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use rtbox_model::{Arrival, Nanos, TaskSpec};
+use rtbox_model::{fifo_priorities, Arrival, FifoPriorityError, Nanos, TaskSpec};
 
 use crate::json::Json;
 
@@ -727,7 +727,8 @@ fn apply_meta(path: &str, task: &mut TaskSpec, m: &Meta) -> Result<(), RtAppErro
 /// Which Linux class the emitted threads use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EmitPolicy {
-    /// SCHED_FIFO at the task's priority (deadline-monotonic 99, 98, ... when unset).
+    /// SCHED_FIFO at the task's priority (unset: deadline monotonic, counting down from 99 or
+    /// from just below the lowest explicit priority; `rtbox_model::fifo_priorities`).
     #[default]
     Fifo,
     /// One SCHED_DEADLINE reservation per thread: runtime = C, period = T, deadline = D.
@@ -766,7 +767,7 @@ pub type EmitError = RtAppError;
 /// µs; offsets are rounded up.
 /// Best-case times are kept in the `rtbox` object only: rt-app runs every job for its WCET.
 pub fn emit(tasks: &[TaskSpec], opts: &EmitOptions) -> Result<String, EmitError> {
-    let prio = fifo_priorities(tasks)?;
+    let prio = thread_priorities(tasks, opts.policy)?;
     let mut threads = Vec::new();
     let mut meta = Vec::new();
     for (i, t) in tasks.iter().enumerate() {
@@ -889,31 +890,21 @@ pub fn emit(tasks: &[TaskSpec], opts: &EmitOptions) -> Result<String, EmitError>
     Ok(root.to_pretty())
 }
 
-/// SCHED_FIFO priorities: a task's own (must be 1..99), else deadline monotonic from 99 down
-/// (not below 1) among the tasks without one.
-fn fifo_priorities(tasks: &[TaskSpec]) -> Result<Vec<u32>, EmitError> {
-    let mut out = vec![0u32; tasks.len()];
-    let mut unset = Vec::new();
-    for (i, t) in tasks.iter().enumerate() {
-        match t.priority {
-            Some(p) if (1..=99).contains(&p) => out[i] = p,
-            Some(p) => {
-                return Err(err(
-                    &format!("tasks[{i}] ({}).priority", t.name),
-                    format!("= {p} is not a SCHED_FIFO priority (1..99)"),
-                ))
-            }
-            None => unset.push(i),
+/// SCHED_FIFO priorities by the model's one rule (`rtbox_model::fifo_priorities`), as an
+/// emission error naming the task. SCHED_DEADLINE threads carry no FIFO priority, so for them
+/// only an out-of-range explicit priority is refused (it would be written to the metadata).
+fn thread_priorities(tasks: &[TaskSpec], policy: EmitPolicy) -> Result<Vec<u32>, EmitError> {
+    match fifo_priorities(tasks) {
+        Ok(p) => Ok(p),
+        Err(FifoPriorityError::TooFewLevels { .. }) if policy == EmitPolicy::Deadline => {
+            Ok(Vec::new())
         }
+        Err(e @ FifoPriorityError::OutOfRange { task, .. }) => Err(err(
+            &format!("tasks[{task}] ({}).priority", tasks[task].name),
+            e.to_string(),
+        )),
+        Err(e) => Err(err("tasks[*].priority", e.to_string())),
     }
-    unset.sort_by(|&a, &b| {
-        let (x, y) = (&tasks[a], &tasks[b]);
-        (x.deadline, x.period, &x.name).cmp(&(y.deadline, y.period, &y.name))
-    });
-    for (rank, &i) in unset.iter().enumerate() {
-        out[i] = 99u32.saturating_sub(rank as u32).max(1);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Random task sets: utilizations, log-uniform periods with a granularity, deadlines and
 //! priorities, as `rtbox_model::TaskSpec`s in integer nanoseconds.
 
-use rtbox_model::{Nanos, TaskSpec};
+use rtbox_model::{deadline_monotonic_order, Nanos, TaskSpec};
 
 use crate::rng::Rng;
 use crate::utilization::{rand_fixed_sum, uunifast, uunifast_discard, UtilError};
@@ -243,16 +243,13 @@ pub fn log_uniform_period(rng: &mut Rng, min: Nanos, max: Nanos, granularity: Na
     rounded.clamp(floor_min, ceil_max)
 }
 
-/// Deadline-monotonic priorities: shorter deadline, higher number; ties broken by period then
-/// name so the order is total.
+/// Explicit deadline-monotonic priorities n (most urgent) .. 1 for every task, by the model's
+/// one rule (`rtbox_model::priority`: shorter deadline, then shorter period, then position), so
+/// a generated set ranks exactly as the analysis and the simulator would rank it unset.
 pub fn assign_deadline_monotonic(tasks: &mut [TaskSpec]) {
-    let mut order: Vec<usize> = (0..tasks.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (x, y) = (&tasks[a], &tasks[b]);
-        (x.deadline, x.period, &x.name).cmp(&(y.deadline, y.period, &y.name))
-    });
+    let keys: Vec<(Nanos, Nanos)> = tasks.iter().map(|t| (t.deadline, t.period)).collect();
     let n = tasks.len() as u32;
-    for (rank, &i) in order.iter().enumerate() {
+    for (rank, i) in deadline_monotonic_order(&keys).into_iter().enumerate() {
         tasks[i].priority = Some(n - rank as u32);
     }
 }
