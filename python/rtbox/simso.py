@@ -61,7 +61,9 @@ def read_simso(path: Union[str, os.PathLike]) -> Tuple[System, int, str]:
     if sched is None:
         raise _bad("sched", "missing <sched> element")
     clas = (sched.get("class") or sched.get("className") or "").strip()
-    name = os.path.splitext(os.path.basename(clas))[0].split(".")[-1]
+    # "simso.schedulers.RM" (class) or "schedulers/RM.py" (className, a file).
+    base = os.path.basename(clas)
+    name = (base[:-3] if base.endswith(".py") else base).split(".")[-1]
     if name not in SCHEDULERS:
         raise _bad(
             "sched.class",
