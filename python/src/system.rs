@@ -176,6 +176,7 @@ impl System {
     /// `trace` records execution segments over `window` (default: the duration, at most 1 s)
     /// for the Gantt chart and the Perfetto trace.
     #[pyo3(signature = (duration, model, seed, jobs=true, trace=true, window=None))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of `rtbox sim`
     fn simulate(
         &self,
         py: Python<'_>,
