@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import os
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -168,15 +170,24 @@ def _run_local(
     chunk: Optional[int],
     progress: Optional[Callable[[int, int], None]],
 ) -> List[List[bool]]:
-    # Chunks of a few rounds of all cores: small enough that Ctrl-C is answered promptly
-    # (Python raises KeyboardInterrupt as soon as a chunk returns), large enough to keep
-    # every core busy.
-    size = chunk or max(1, 32 * (os.cpu_count() or 1))
+    # Ctrl-C is answered when a chunk returns (Python raises KeyboardInterrupt then), so chunks
+    # aim at a quarter of a second each: the size adapts to the measured time per set, growing
+    # at most 4x per chunk. Each chunk ends with some threads idle while the last sets finish,
+    # so chunks much shorter than that would waste cores.
+    target = 0.25
+    size = chunk or max(1, 16 * (os.cpu_count() or 1))
     out: List[List[bool]] = []
-    for a, b in _ranges(total, size):
-        out.extend(native.evaluate(a, b))
+    start = 0
+    while start < total:
+        end = min(start + size, total)
+        t0 = time.perf_counter()
+        out.extend(native.evaluate(start, end))
+        elapsed = time.perf_counter() - t0
         if progress is not None:
-            progress(b, total)
+            progress(end, total)
+        if chunk is None and elapsed > 0:
+            size = max(1, min(4 * size, int(size * target / elapsed)))
+        start = end
     return out
 
 
@@ -190,13 +201,13 @@ def _run_dask(
     from dask.distributed import as_completed
 
     if chunk is None:
+        # Sets are numbered point by point and later points cost more (fuller sets simulate
+        # longer), so many chunks per worker thread keep the last ones from running alone.
         workers = max(1, sum(client.nthreads().values()))
-        chunk = max(1, math.ceil(total / (4 * workers)))
+        chunk = max(8, math.ceil(total / (16 * workers)))
     ranges = _ranges(total, chunk)
-    futures = [
-        client.submit(_run_chunk, args, a, b, key=f"rtbox-sweep-{args['seed']}-{a}-{b}-{id(args)}")
-        for a, b in ranges
-    ]
+    run = uuid.uuid4().hex  # a fresh key per sweep: each run computes, none reads a cached one
+    futures = [client.submit(_run_chunk, args, a, b, key=f"rtbox-sweep-{run}-{a}") for a, b in ranges]
     index = {f.key: i for i, f in enumerate(futures)}
     parts: List[Optional[List[List[bool]]]] = [None] * len(futures)
     done = 0
