@@ -26,3 +26,19 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# Python packages for the rtbox Python package (python/, docs/python.md) and its tests, into the
+# machine's python3. Major versions pinned; pip leaves satisfied requirements alone.
+PIP_PACKAGES=(
+    "maturin>=1.5,<2"
+    "pytest>=8,<10"
+    "pandas>=2,<3"
+    "pyarrow>=14,<27"
+    "matplotlib>=3,<4"
+    "dask[distributed]>=2024.1,<2027"
+)
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "setup: python3 not found; install Python 3.9 or later for the Python package" >&2
+    exit 1
+fi
+python3 -m pip install --disable-pip-version-check --root-user-action=ignore -q "${PIP_PACKAGES[@]}"

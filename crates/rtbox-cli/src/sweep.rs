@@ -7,9 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rtbox_experiment::sweep::{parse_utilizations, progress_bar, run_sweep, Evaluator, SweepSpec};
-use rtbox_model::{parse_duration, BoxSpec, Interface, Placement, Platform, Policy, System};
-use rtbox_workload::{Deadlines, TaskSetParams, UtilMethod};
+use rtbox_experiment::settings::SweepSettings;
+use rtbox_experiment::sweep::{progress_bar, run_sweep, SweepError, SweepSpec};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -80,104 +79,38 @@ fn bad(msg: String) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn default_system(args: &Args) -> Result<System, String> {
-    let policy = Policy::from_name(&args.policy)
-        .ok_or_else(|| format!("--policy: \"{}\" is not one of fifo, edf", args.policy))?;
-    let placement = Placement::from_name(&args.placement).ok_or_else(|| {
-        format!(
-            "--placement: \"{}\" is not one of global, pinned",
-            args.placement
-        )
-    })?;
-    if args.cpus == 0 {
-        return Err("--cpus: must be at least 1".into());
+/// The flags as the library's text-level settings, which parse and check them.
+fn settings(args: &Args) -> SweepSettings {
+    SweepSettings {
+        cpus: args.cpus,
+        policy: args.policy.clone(),
+        placement: args.placement.clone(),
+        utilizations: args.utilizations.clone(),
+        sets: args.sets,
+        tasks: args.tasks,
+        method: args.method.clone(),
+        max_task_util: args.max_task_util,
+        periods: args.periods.clone(),
+        granularity: args.granularity.clone(),
+        deadlines: args.deadlines.clone(),
+        evaluate: args.evaluate.clone(),
+        sim_duration: args.sim_duration.clone(),
+        seed: args.seed,
+        threads: args.threads,
     }
-    let mut b = BoxSpec::new(
-        "sweep",
-        Interface::PerCpu {
-            budget: 9_500_000,
-            period: 10_000_000,
-        },
-    );
-    b.policy = policy;
-    b.placement = placement;
-    System::new(Platform::with_cpus(args.cpus), vec![b], vec![]).map_err(|e| e.to_string())
 }
 
 fn build(args: &Args) -> Result<SweepSpec, String> {
-    let (base, box_name) = match (&args.config, &args.box_name) {
-        (Some(path), Some(name)) => (
+    let base = match (&args.config, &args.box_name) {
+        (Some(path), Some(name)) => Some((
             rtbox_config::load_file(path).map_err(|e| format!("{}: {e}", path.display()))?,
             name.clone(),
-        ),
+        )),
         (None, Some(_)) => return Err("--box needs --config".into()),
-        _ => (default_system(args)?, "sweep".to_string()),
+        _ => None,
     };
-    let utilizations =
-        parse_utilizations(&args.utilizations).map_err(|e| format!("--utilizations: {e}"))?;
-    let method = UtilMethod::from_name(&args.method).ok_or_else(|| {
-        format!(
-            "--method: \"{}\" is not one of {}",
-            args.method,
-            UtilMethod::NAMES.join(", ")
-        )
-    })?;
-    let (pmin, pmax) = args
-        .periods
-        .split_once(':')
-        .ok_or_else(|| format!("--periods: \"{}\" is not MIN:MAX", args.periods))?;
-    let period_min = parse_duration(pmin).map_err(|e| format!("--periods: {e}"))?;
-    let period_max = parse_duration(pmax).map_err(|e| format!("--periods: {e}"))?;
-    let granularity =
-        parse_duration(&args.granularity).map_err(|e| format!("--granularity: {e}"))?;
-    let deadlines = match args.deadlines.as_str() {
-        "implicit" => Deadlines::Implicit,
-        "constrained" => Deadlines::Constrained,
-        other => {
-            return Err(format!(
-                "--deadlines: \"{other}\" is not one of implicit, constrained"
-            ))
-        }
-    };
-    let evaluators = args
-        .evaluate
-        .split(',')
-        .map(|s| {
-            Evaluator::from_name(s.trim()).ok_or_else(|| {
-                format!(
-                    "--evaluate: \"{}\" is not analysis, sim or sim-<model> (rtbox, rt-throttling, deadline, fp)",
-                    s.trim()
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let sim_duration = match &args.sim_duration {
-        None => 0,
-        Some(d) => match parse_duration(d) {
-            Ok(0) => return Err("--sim-duration: must be positive".into()),
-            Ok(d) => d,
-            Err(e) => return Err(format!("--sim-duration: {e}")),
-        },
-    };
-    Ok(SweepSpec {
-        base,
-        box_name,
-        generator: TaskSetParams {
-            tasks: args.tasks,
-            method,
-            max_task_util: args.max_task_util,
-            period_min,
-            period_max,
-            granularity,
-            deadlines,
-            ..TaskSetParams::default()
-        },
-        utilizations,
-        sets_per_point: args.sets,
-        evaluators,
-        sim_duration,
-        seed: args.seed,
-        threads: args.threads,
+    settings(args).to_spec(base).map_err(|e| match e {
+        SweepError::Setting { field, reason } => format!("--{field}: {reason}"),
     })
 }
 

@@ -3,6 +3,8 @@
 //! - [`sweep`]: N random task sets per utilization point, each judged by the analysis and/or
 //!   simulated, giving success ratios (CSV and an SVG line plot, [`plot`]); all cores used, and
 //!   the results do not depend on the number of threads.
+//! - [`settings`]: a sweep written as text (the CLI's flags, the Python binding's arguments)
+//!   turned into a [`sweep::SweepSpec`], with errors naming the setting.
 //! - [`agreement`]: issue 4 scenario 5, random boxes that the analysis declares schedulable
 //!   must show no deadline miss in simulation (synchronous WCET releases and a random sporadic
 //!   variant), and no response time above the analysis bound.
@@ -12,4 +14,5 @@
 pub mod agreement;
 pub mod plot;
 pub mod pool;
+pub mod settings;
 pub mod sweep;

@@ -322,37 +322,89 @@ pub fn run_sweep(
     spec: &SweepSpec,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<SweepResult, SweepError> {
+    let verdicts = evaluate_range(spec, 0..spec.total_sets(), progress)?;
+    spec.tally(&verdicts)
+}
+
+/// Judges the sets with global indices `range` (set `i` is set `i % sets_per_point` of point
+/// `i / sets_per_point`) on `spec.threads` workers, returning one verdict per evaluator for
+/// each set, in index order. A range carries everything a remote worker needs besides the spec
+/// (each set is drawn from `(seed, i)`), so chunks of one sweep can run anywhere and their
+/// verdicts, concatenated, equal a whole run's. `progress(done, len)` counts within the range.
+pub fn evaluate_range(
+    spec: &SweepSpec,
+    range: std::ops::Range<usize>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<Vec<bool>>, SweepError> {
     spec.validate()?;
+    let total = spec.total_sets();
+    if range.start > range.end || range.end > total {
+        return Err(setting(
+            "range",
+            format!(
+                "{}..{} is not within the sweep's {total} sets",
+                range.start, range.end
+            ),
+        ));
+    }
     let per = spec.sets_per_point;
-    let total = spec.utilizations.len() * per;
-    let outcomes = run_indexed(
-        total,
+    let start = range.start;
+    run_indexed(
+        range.len(),
         spec.threads,
-        |i| {
+        |k| {
+            let i = start + k;
             spec.draw(i / per, i % per)
                 .and_then(|tasks| spec.judge(tasks))
         },
         progress,
-    );
-    let mut points: Vec<PointResult> = spec
-        .utilizations
-        .iter()
-        .map(|&u| PointResult {
-            utilization: u,
-            sets: per,
-            successes: vec![0; spec.evaluators.len()],
-        })
-        .collect();
-    for (i, outcome) in outcomes.into_iter().enumerate() {
-        let verdicts = outcome?;
-        for (e, ok) in verdicts.into_iter().enumerate() {
-            points[i / per].successes[e] += usize::from(ok);
-        }
+    )
+    .into_iter()
+    .collect()
+}
+
+impl SweepSpec {
+    /// Sets in the whole sweep: utilization points times sets per point.
+    pub fn total_sets(&self) -> usize {
+        self.utilizations.len() * self.sets_per_point
     }
-    Ok(SweepResult {
-        evaluators: spec.evaluators.iter().map(|e| e.name()).collect(),
-        points,
-    })
+
+    /// Success ratios from the verdicts of every set of the sweep, in index order (as
+    /// [`evaluate_range`] gives them, whole or chunk after chunk).
+    pub fn tally(&self, verdicts: &[Vec<bool>]) -> Result<SweepResult, SweepError> {
+        let per = self.sets_per_point;
+        if verdicts.len() != self.total_sets()
+            || verdicts.iter().any(|v| v.len() != self.evaluators.len())
+        {
+            return Err(setting(
+                "verdicts",
+                format!(
+                    "{} sets of verdicts for a sweep of {} sets with {} evaluators",
+                    verdicts.len(),
+                    self.total_sets(),
+                    self.evaluators.len()
+                ),
+            ));
+        }
+        let mut points: Vec<PointResult> = self
+            .utilizations
+            .iter()
+            .map(|&u| PointResult {
+                utilization: u,
+                sets: per,
+                successes: vec![0; self.evaluators.len()],
+            })
+            .collect();
+        for (i, set) in verdicts.iter().enumerate() {
+            for (e, ok) in set.iter().enumerate() {
+                points[i / per].successes[e] += usize::from(*ok);
+            }
+        }
+        Ok(SweepResult {
+            evaluators: self.evaluators.iter().map(|e| e.name()).collect(),
+            points,
+        })
+    }
 }
 
 /// Parses utilization points: a list `0.5,1,1.5` or a range `start:end:step` (inclusive).

@@ -1,6 +1,6 @@
 //! Issue 4 `rtbox sweep`: success ratios from analysis and simulation over random task sets.
 
-use rtbox_experiment::sweep::{run_sweep, Evaluator, SweepError, SweepSpec};
+use rtbox_experiment::sweep::{evaluate_range, run_sweep, Evaluator, SweepError, SweepSpec};
 use rtbox_model::{BoxSpec, Interface, Placement, Platform, Policy, System};
 use rtbox_sim::ModelKind;
 use rtbox_workload::TaskSetParams;
@@ -92,4 +92,22 @@ fn bad_settings_are_named() {
     assert!(
         matches!(run_sweep(&s, &|_, _| {}), Err(SweepError::Setting { field, .. }) if field == "granularity")
     );
+}
+
+#[test]
+fn chunks_evaluated_apart_tally_to_the_whole_run() {
+    let s = spec(Placement::Global, 2);
+    let whole = run_sweep(&s, &|_, _| {}).unwrap();
+    let total = s.total_sets();
+    // Uneven chunks, as remote workers would get them.
+    let mut verdicts = Vec::new();
+    for (a, b) in [(0, 7), (7, 7), (7, 33), (33, total)] {
+        verdicts.extend(evaluate_range(&s, a..b, &|_, _| {}).unwrap());
+    }
+    assert_eq!(s.tally(&verdicts).unwrap(), whole);
+    assert!(s.tally(&verdicts[1..]).is_err());
+    assert!(matches!(
+        evaluate_range(&s, 0..total + 1, &|_, _| {}),
+        Err(SweepError::Setting { field, .. }) if field == "range"
+    ));
 }
