@@ -67,6 +67,12 @@ impl Columns {
         self
     }
 
+    pub fn opt_u32(mut self, name: &'static str, v: impl IntoIterator<Item = Option<u32>>) -> Self {
+        let a: UInt32Array = v.into_iter().collect();
+        self.fields.push((name, Arc::new(a)));
+        self
+    }
+
     pub fn u32(mut self, name: &'static str, v: impl IntoIterator<Item = u32>) -> Self {
         let a: UInt32Array = v.into_iter().collect();
         self.fields.push((name, Arc::new(a)));

@@ -213,9 +213,9 @@ impl System {
         };
         match py.allow_threads(|| simulate(&self.inner, &opts)) {
             Ok(r) => Ok(SimReport { inner: r }),
-            Err(SimError::Core(rtbox_core::CoreError::NotAdmitted(reasons))) => {
-                Err(errors::admission_error(reasons))
-            }
+            Err(SimError::Core(rtbox_core::CoreError::NotAdmitted(reasons))) => Err(
+                errors::admission_error(reasons.iter().map(ToString::to_string).collect()),
+            ),
             Err(SimError::BadOption { field, reason }) => Err(config_error_with(
                 None,
                 Some(field.clone()),

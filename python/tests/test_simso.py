@@ -17,7 +17,8 @@ def test_simso_rm_converts_and_simulates():
     t = r.tasks.set_index("task")
     assert list(t["jobs"]) == [100, 50, 25]
     assert t["misses"].sum() == 0
-    assert list(t["priority"]) == [3, 2, 1]  # rate monotonic
+    assert list(t["priority"]) == [3, 2, 1]  # rate monotonic, set explicitly by the import
+    assert list(t["level"]) == sorted(t["level"], reverse=True)  # the rank each ran at
     assert r.tasks["executed_ns"].sum() == 100 * 3_000_000 + 50 * 8_000_000 + 25 * 12_000_000
     assert system.analyze().schedulable
 
