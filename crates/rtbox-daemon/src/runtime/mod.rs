@@ -55,7 +55,9 @@ pub const LOOP_PRIO: u32 = 98;
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
     pub state_file: PathBuf,
-    /// Longest sleep of the loop (thread wake/block detection, requests).
+    /// Shortest poll interval of the loop (thread wake/block detection, requests): the loop
+    /// polls after the smallest budget left of any running server, clamped to `poll..=scan`
+    /// ([`Runtime::poll_interval`]).
     pub poll: Nanos,
     /// Interval of the membership scan (new threads and processes, policy drift). With process
     /// events only attached cgroups are scanned this often; the rest every `full_scan`.
