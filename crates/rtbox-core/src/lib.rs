@@ -58,6 +58,24 @@
 //!    if [`Options::record_events`]. A server period begins at a replenishment or at a renewal
 //!    by the wake-up rule; per-period figures must start at both.
 //!
+//! 6. Dispatch-plan queries, valid after `advance` (drivers must not re-derive these rules):
+//!    [`Scheduler::edf_order`] (each CPU's non-throttled servers in the core's EDF order,
+//!    [`rules::edf_key`]), [`Scheduler::exhaustion_plan`] (when each server with work would
+//!    exhaust if they ran one after another in that order), [`Scheduler::next_exhaustion_cpu`],
+//!    [`Scheduler::min_budget_left`], [`Scheduler::min_budget_left_with_work`] and
+//!    [`Scheduler::poll_interval`] (the loop's sleep, by the rule admission counts polls with).
+//!    [`Scheduler::server`] carries the box's mode and placement; [`Scheduler::box_info`] and
+//!    [`Scheduler::boxes`] give a box's policy, placement, mode, shared weight and servers.
+//!
+//! 7. `reconfigure(now, &system)` applies a new box set (at most at `next_timer()`, like
+//!    `advance`): refused as a whole, changing nothing, for whatever `Scheduler::new` or
+//!    `add_task` would refuse; otherwise servers are matched by (box, CPU) and keep their
+//!    budget, deadline, throttle and statistics if their parameters are unchanged
+//!    ([`rules::cbs_change`] if they changed), tasks keep their ids, and the returned
+//!    [`Reconfigured`] maps old server ids to new, lists removed/added/changed servers and the
+//!    released members of deleted boxes, and hands back the events queued before (old ids).
+//!    Decisions are fresh on return.
+//!
 //! For the Linux runtime, [`Scheduler::dispatch`] gives a CPU's whole EDF order of non-throttled
 //! servers with work and the members placed on each vCPU (most urgent first); ready members of a
 //! global box that sit on no running vCPU are listed by [`Scheduler::unplaced`].
@@ -68,6 +86,6 @@ mod types;
 
 pub use sched::Scheduler;
 pub use types::{
-    Accounting, CoreError, CpuDecision, Event, Options, Reservation, Running, ServerId, ServerInfo,
-    Slot, TaskId, TaskParams,
+    Accounting, BoxInfo, CoreError, CpuDecision, Event, Options, Reconfigured, Reservation,
+    Running, ServerId, ServerInfo, Slot, TaskId, TaskParams,
 };

@@ -5,6 +5,8 @@
 
 use rtbox_model::Nanos;
 
+use crate::types::ServerId;
+
 /// The dynamic state of one CBS server: remaining budget (`runtime`, may be negative only in
 /// measured accounting after an overrun) and absolute scheduling deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +167,47 @@ pub fn cbs_throttle(s: CbsState, p: CbsParams, now: Nanos) -> (CbsState, Option<
     } else {
         (next, None)
     }
+}
+
+/// The EDF order of the servers of one CPU (Liu and Layland 1973; the kernel's `dl_time_before`
+/// on absolute deadlines): the earlier absolute deadline first, equal deadlines by
+/// [`ServerId`], so the order is total and the same in every driver. Every place that picks or
+/// lists servers in EDF order sorts by this key.
+pub fn edf_key(deadline: Nanos, server: ServerId) -> (Nanos, ServerId) {
+    (deadline, server)
+}
+
+/// New parameters for a server that exists before and after a reconfiguration (its box's
+/// budget or period changed) at `now`.
+///
+/// Model: the kernel applies a `sched_setattr` on a queued deadline entity by dequeuing it and
+/// enqueuing it with `ENQUEUE_RESTORE` (kernel/sched/deadline.c, `enqueue_dl_entity`): it keeps
+/// its runtime and deadline (the new parameters apply from the next replenishment) unless the
+/// deadline has passed, in which case `setup_new_dl_entity` gives it `d = t + D`, `c = Q`.
+/// rtbox does the same, but also cuts a kept budget with the revised wake-up rule under the new
+/// parameters (`c := min(c, (d - t) Q' / D')`, [`cbs_revised_wakeup`]), so that a reduced
+/// bandwidth already holds for the rest of the current period: admission only checked the new
+/// bandwidths. A throttled server (`throttled_until` = its replenishment time) stays throttled
+/// until then; its replenished pair becomes `(min(c, Q'), until + D')`.
+pub fn cbs_change(
+    s: CbsState,
+    new: CbsParams,
+    now: Nanos,
+    throttled_until: Option<Nanos>,
+) -> CbsState {
+    if let Some(until) = throttled_until {
+        return CbsState {
+            runtime: s.runtime.min(q(new.budget)),
+            deadline: until + new.deadline,
+        };
+    }
+    if s.deadline <= now {
+        return CbsState {
+            runtime: q(new.budget),
+            deadline: now + new.deadline,
+        };
+    }
+    cbs_revised_wakeup(s, new, now)
 }
 
 #[cfg(test)]
@@ -343,6 +386,61 @@ mod tests {
             .1,
             None
         );
+    }
+
+    #[test]
+    fn a_changed_server_keeps_its_deadline_within_the_new_density() {
+        let s = CbsState {
+            runtime: 3,
+            deadline: 6,
+        };
+        // Halved to 1.5 / 6 at t = 2: (6 - 2) * 1.5 / 6 = 1 < 3, cut to 1, deadline kept.
+        let half = CbsParams::implicit(15, 60);
+        assert_eq!(
+            cbs_change(
+                CbsState {
+                    runtime: 30,
+                    deadline: 60
+                },
+                half,
+                20,
+                None
+            ),
+            CbsState {
+                runtime: 10,
+                deadline: 60
+            }
+        );
+        // Raised: the smaller old budget is kept for this period.
+        let more = CbsParams::implicit(5, 6);
+        assert_eq!(cbs_change(s, more, 2, None), s);
+        // Deadline passed: a fresh pair from now, as setup_new_dl_entity.
+        assert_eq!(
+            cbs_change(s, more, 7, None),
+            CbsState {
+                runtime: 5,
+                deadline: 13
+            }
+        );
+        // Throttled until 6 with a replenished (3, 12): stays throttled, then (min(3, 2), 6 + 4).
+        let small = CbsParams::implicit(2, 4);
+        let st = CbsState {
+            runtime: 3,
+            deadline: 12,
+        };
+        assert_eq!(
+            cbs_change(st, small, 2, Some(6)),
+            CbsState {
+                runtime: 2,
+                deadline: 10
+            }
+        );
+    }
+
+    #[test]
+    fn edf_key_orders_by_deadline_then_id() {
+        assert!(edf_key(5, ServerId(9)) < edf_key(6, ServerId(0)));
+        assert!(edf_key(5, ServerId(1)) < edf_key(5, ServerId(2)));
     }
 
     #[test]

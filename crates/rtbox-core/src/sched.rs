@@ -1,12 +1,15 @@
 //! The scheduler: servers under per-CPU EDF, local policies and placement inside boxes.
 
+mod plan;
+mod reconfigure;
+
 use std::collections::VecDeque;
 
-use rtbox_model::{admit, Bandwidth, Mode, Nanos, Placement, Policy, System};
+use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, Placement, Policy, System};
 
 use crate::rules::{
-    cbs_charge, cbs_exhausted, cbs_refund, cbs_restart, cbs_throttle, cbs_wakeup, CbsParams,
-    CbsState,
+    cbs_charge, cbs_exhausted, cbs_refund, cbs_restart, cbs_throttle, cbs_wakeup, edf_key,
+    CbsParams, CbsState,
 };
 use crate::types::{
     Accounting, CoreError, CpuDecision, Event, Options, Running, ServerId, ServerInfo, Slot,
@@ -57,11 +60,14 @@ struct Bx {
     won: Vec<ServerId>,
     /// A shared (weighted) box: no servers, its tasks run in the background.
     shared: bool,
+    /// The weight of a shared box.
+    weight: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
 struct Tk {
-    name: String,
+    /// As registered (reconfiguration registers the task again from it).
+    spec: TaskParams,
     /// `None`: background (no box, or a shared box).
     box_idx: Option<usize>,
     priority: u32,
@@ -84,6 +90,9 @@ struct Cpu {
     servers: Vec<ServerId>,
     running: Option<Running>,
     total_bw: Bandwidth,
+    /// Reserved as admission counts it: the admitted boxes' total and the dedicated
+    /// reservations; a new reservation must keep it within the cap.
+    reserved: Bandwidth,
     active_bw: Bandwidth,
     winner: Option<ServerId>,
 }
@@ -93,6 +102,8 @@ struct Cpu {
 pub struct Scheduler {
     opts: Options,
     now: Nanos,
+    /// The platform's per-CPU admission cap.
+    cap: Bandwidth,
     cpus: Vec<Cpu>,
     cpu_index: Vec<Option<usize>>,
     servers: Vec<Srv>,
@@ -114,7 +125,7 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
-    scratch_keyed: Vec<(bool, Nanos, ServerId)>,
+    scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -131,9 +142,7 @@ impl Scheduler {
     pub fn new(system: &System, opts: Options) -> Result<Self, CoreError> {
         let adm = admit(system);
         if !adm.admitted() {
-            return Err(CoreError::NotAdmitted(
-                adm.refusals.iter().map(|r| r.to_string()).collect(),
-            ));
+            return Err(CoreError::NotAdmitted(adm.refusals));
         }
         let ids: Vec<u32> = system.platform.cpus.iter().collect();
         let max = ids.iter().copied().max().unwrap_or(0) as usize;
@@ -148,6 +157,11 @@ impl Scheduler {
                 servers: Vec::new(),
                 running: None,
                 total_bw: Bandwidth::ZERO,
+                reserved: adm
+                    .cpus
+                    .iter()
+                    .find(|l| l.cpu == id)
+                    .map_or(Bandwidth::ZERO, |l| l.total),
                 active_bw: Bandwidth::ZERO,
                 winner: None,
             })
@@ -166,6 +180,10 @@ impl Scheduler {
                 sorted: true,
                 won: Vec::new(),
                 shared: b.spec.interface.is_shared(),
+                weight: match b.spec.interface {
+                    rtbox_model::Interface::Shared { weight } => Some(weight),
+                    _ => None,
+                },
             })
             .collect();
         let mut servers = Vec::new();
@@ -184,11 +202,16 @@ impl Scheduler {
             cpus[ci].total_bw = cpus[ci].total_bw + fs.bandwidth;
         }
         for c in &cpus {
-            debug_assert!(c.total_bw <= Bandwidth::ONE, "CPU {} over one CPU", c.id);
+            debug_assert!(
+                c.total_bw <= c.reserved,
+                "CPU {}: servers above admission",
+                c.id
+            );
         }
         Ok(Scheduler {
             opts,
             now: 0,
+            cap: system.platform.cap,
             cpus,
             cpu_index,
             servers,
@@ -225,7 +248,7 @@ impl Scheduler {
             None => None,
         };
         let mut tk = Tk {
-            name: p.name.clone(),
+            spec: p.clone(),
             box_idx: None,
             priority: p.priority,
             cpu_idx,
@@ -258,10 +281,14 @@ impl Scheduler {
                 cpu: r.cpu,
             })?;
             let bw = Bandwidth::of(r.budget, r.deadline.min(r.period));
-            if self.cpus[ci].total_bw + bw > Bandwidth::ONE {
+            let reserved = self.cpus[ci].reserved;
+            if !fits_cap(reserved + bw, self.cap) {
                 return Err(CoreError::CpuFull {
                     task: p.name.clone(),
                     cpu: r.cpu,
+                    reserved,
+                    requested: bw,
+                    cap: self.cap,
                 });
             }
             let sid = ServerId(self.servers.len() as u32);
@@ -275,6 +302,7 @@ impl Scheduler {
             self.servers.push(s);
             self.cpus[ci].servers.push(sid);
             self.cpus[ci].total_bw = self.cpus[ci].total_bw + bw;
+            self.cpus[ci].reserved = reserved + bw;
             tk.home = Some(sid);
             self.tasks.push(tk);
             return Ok(id);
@@ -646,7 +674,7 @@ impl Scheduler {
                 }
             })
             .collect();
-        order.sort_by_key(|s| (s.deadline, s.server));
+        order.sort_by_key(|s| edf_key(s.deadline, s.server));
         CpuDecision {
             cpu,
             order,
@@ -693,7 +721,7 @@ impl Scheduler {
     }
 
     pub fn task_name(&self, t: TaskId) -> &str {
-        &self.tasks[t.index()].name
+        &self.tasks[t.index()].spec.name
     }
 
     /// The servers of a box, in CPU order of the flattening.
@@ -717,6 +745,14 @@ impl Scheduler {
             task: match s.owner {
                 Owner::Task(t) => Some(t),
                 Owner::Box(_) => None,
+            },
+            mode: match s.owner {
+                Owner::Box(b) => self.boxes[b].mode,
+                Owner::Task(_) => Mode::Hard,
+            },
+            placement: match s.owner {
+                Owner::Box(b) => self.boxes[b].placement,
+                Owner::Task(_) => Placement::Pinned,
             },
             budget: s.params.budget,
             period: s.params.period,
@@ -872,7 +908,7 @@ impl Scheduler {
         for &s in &self.cpus[c].servers {
             let srv = &self.servers[s.index()];
             if srv.eligible && !srv.excluded {
-                let k = (srv.tent.deadline, s);
+                let k = edf_key(srv.tent.deadline, s);
                 if best.is_none_or(|b| k < b) {
                     best = Some(k);
                 }
@@ -904,10 +940,10 @@ impl Scheduler {
         let top: &[TaskId] = &self.boxes[b].ready[..k];
         keyed.extend(self.boxes[b].won.iter().map(|&s| {
             let hosts = top.iter().any(|t| self.tasks[t.index()].placed == Some(s));
-            (!hosts, self.servers[s.index()].tent.deadline, s)
+            (!hosts, edf_key(self.servers[s.index()].tent.deadline, s))
         }));
         keyed.sort_unstable();
-        for &(_, _, s) in &keyed[k..] {
+        for &(_, (_, s)) in &keyed[k..] {
             self.servers[s.index()].excluded = true;
             trimmed.push(s);
         }
@@ -1559,6 +1595,80 @@ mod tests {
         s.advance(30);
         assert_eq!((s.server(sid).runtime, s.server(sid).deadline), (5, 40));
         assert_eq!(s.next_timer(), Some(35));
+    }
+
+    /// The dedicated-reservation path admits against the platform's cap with the rule boxes
+    /// use (`fits_cap`), counting the admitted boxes: 0.2 (box) + 0.5 + 0.28 = 0.98 fits one
+    /// CPU but not the default cap 0.95, and is refused with the numbers.
+    #[test]
+    fn a_dedicated_reservation_is_admitted_against_the_cap_not_one_cpu() {
+        let b = BoxSpec::new(
+            "S",
+            Interface::Servers(vec![ServerSpec {
+                cpu: 0,
+                budget: 2,
+                period: 10,
+            }]),
+        );
+        let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let dl = |name: &str, budget| TaskParams {
+            reservation: Some(Reservation {
+                cpu: 0,
+                budget,
+                period: 100,
+                deadline: 100,
+            }),
+            ..TaskParams::background(name, 0)
+        };
+        s.add_task(dl("a", 50)).unwrap();
+        let err = s.add_task(dl("b", 28)).unwrap_err();
+        assert_eq!(
+            err,
+            CoreError::CpuFull {
+                task: "b".into(),
+                cpu: 0,
+                reserved: Bandwidth::of(70, 100),
+                requested: Bandwidth::of(28, 100),
+                cap: Bandwidth::of(95, 100),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "task \"b\": reservation: CPU 0: reserved 0.70 + this reservation 0.28 = 0.98 > cap 0.95"
+        );
+        assert_eq!(
+            s.server_count(),
+            2,
+            "the refused reservation left nothing behind"
+        );
+        // Exactly the cap still fits.
+        s.add_task(dl("c", 25)).unwrap();
+    }
+
+    /// Admission refusals reach the driver typed, with the numbers.
+    #[test]
+    fn a_refused_system_carries_the_models_refusals() {
+        let b = |n: &str| {
+            BoxSpec::new(
+                n,
+                Interface::Servers(vec![ServerSpec {
+                    cpu: 0,
+                    budget: 6,
+                    period: 10,
+                }]),
+            )
+        };
+        let system = System::new(Platform::with_cpus(1), vec![b("a"), b("b")], vec![]).unwrap();
+        match Scheduler::new(&system, Options::default()) {
+            Err(CoreError::NotAdmitted(r)) => {
+                assert!(
+                    matches!(&r[..], [rtbox_model::Refusal::OverCap { cpu: 0, total, .. }] if *total == Bandwidth::of(12, 10)),
+                    "{r:?}"
+                );
+            }
+            other => panic!("expected NotAdmitted, got {other:?}"),
+        }
     }
 
     #[test]

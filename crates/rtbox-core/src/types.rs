@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use rtbox_model::{Bandwidth, Nanos, TaskSpec};
+use rtbox_model::{digits_for, Bandwidth, Mode, Nanos, Placement, Policy, Refusal, TaskSpec};
 
 /// A task (Linux: a thread) registered with [`crate::Scheduler::add_task`]; ids are dense from 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -163,6 +163,12 @@ pub struct ServerInfo<'a> {
     pub box_name: Option<&'a str>,
     /// The task of a dedicated reservation.
     pub task: Option<TaskId>,
+    /// What its members may do while it is throttled (a dedicated reservation is `Hard`).
+    pub mode: Mode,
+    /// Whether its box's members may move between the box's vCPUs (a dedicated reservation is
+    /// `Pinned`: its one task stays on it). A server never belongs to a shared box (those
+    /// have none; see [`BoxInfo::shared`]).
+    pub placement: Placement,
     pub budget: Nanos,
     pub period: Nanos,
     pub relative_deadline: Nanos,
@@ -177,11 +183,56 @@ pub struct ServerInfo<'a> {
     pub throttle_count: u64,
 }
 
+/// A read-only view of one box, so that drivers never look a box up in their own copy of the
+/// configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoxInfo<'a> {
+    pub name: &'a str,
+    pub policy: Policy,
+    pub placement: Placement,
+    pub mode: Mode,
+    /// A shared (weighted) box: no servers; its members run in the background.
+    pub shared: bool,
+    /// The weight of a shared box.
+    pub weight: Option<u32>,
+    /// Its servers (vCPUs), in CPU order of the flattening; empty for a shared box.
+    pub servers: &'a [ServerId],
+}
+
+/// What [`crate::Scheduler::reconfigure`] did, for drivers to re-key their per-server data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reconfigured {
+    /// `server_map[old.index()]`: the new id of every old server, `None` for a removed one.
+    pub server_map: Vec<Option<ServerId>>,
+    /// Old ids of the servers that no longer exist (box deleted, became shared, or lost its
+    /// server on that CPU).
+    pub removed: Vec<ServerId>,
+    /// New ids of servers that did not exist before (they start fresh).
+    pub added: Vec<ServerId>,
+    /// New ids of kept servers whose budget, period or deadline changed (rule
+    /// [`crate::rules::cbs_change`]).
+    pub changed: Vec<ServerId>,
+    /// Tasks whose box was deleted or became shared: now background tasks (same [`TaskId`]).
+    pub released: Vec<TaskId>,
+    /// Tasks of a shared box that now has servers: now its members.
+    pub joined: Vec<TaskId>,
+    /// The events that were queued before the change, with the OLD server ids: the queue is
+    /// drained first so that no event is ever read against the wrong id.
+    pub events: Vec<Event>,
+}
+
+impl Reconfigured {
+    /// The new id of an old server, `None` if it was removed.
+    pub fn map(&self, old: ServerId) -> Option<ServerId> {
+        self.server_map.get(old.index()).copied().flatten()
+    }
+}
+
 /// Why the core refused a system or a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CoreError {
-    /// Admission control refused the system (the refusals, formatted).
-    NotAdmitted(Vec<String>),
+    /// Admission control refused the system (the model's typed refusals, with the numbers).
+    NotAdmitted(Vec<Refusal>),
     UnknownBox {
         task: String,
         box_name: String,
@@ -207,10 +258,16 @@ pub enum CoreError {
         task: String,
         reason: String,
     },
-    /// A dedicated reservation would push the CPU's total bandwidth above one CPU.
+    /// A dedicated reservation would push the CPU's reserved bandwidth above the platform's
+    /// cap (rule `rtbox_model::fits_cap`, the same as for boxes).
     CpuFull {
         task: String,
         cpu: u32,
+        /// Already reserved on the CPU: its admitted boxes and earlier dedicated reservations.
+        reserved: Bandwidth,
+        /// This reservation's bandwidth, budget / min(deadline, period).
+        requested: Bandwidth,
+        cap: Bandwidth,
     },
     UnknownTask(TaskId),
     UnknownServer(ServerId),
@@ -219,7 +276,10 @@ pub enum CoreError {
 impl fmt::Display for CoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CoreError::NotAdmitted(r) => write!(f, "admission refused: {}", r.join("; ")),
+            CoreError::NotAdmitted(r) => {
+                let r: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+                write!(f, "admission refused: {}", r.join("; "))
+            }
             CoreError::UnknownBox { task, box_name } => {
                 write!(f, "task \"{task}\": box = \"{box_name}\" is not a box")
             }
@@ -237,10 +297,24 @@ impl fmt::Display for CoreError {
             CoreError::BadReservation { task, reason } => {
                 write!(f, "task \"{task}\": reservation: {reason}")
             }
-            CoreError::CpuFull { task, cpu } => write!(
-                f,
-                "task \"{task}\": reservation: CPU {cpu} would exceed one CPU of bandwidth"
-            ),
+            CoreError::CpuFull {
+                task,
+                cpu,
+                reserved,
+                requested,
+                cap,
+            } => {
+                let total = *reserved + *requested;
+                let d = digits_for(total, *cap);
+                write!(
+                    f,
+                    "task \"{task}\": reservation: CPU {cpu}: reserved {} + this reservation {} = {} > cap {}",
+                    reserved.format(d),
+                    requested.format(d),
+                    total.format(d),
+                    cap.format(d)
+                )
+            }
             CoreError::UnknownTask(t) => write!(f, "unknown task id {}", t.0),
             CoreError::UnknownServer(s) => write!(f, "unknown server id {}", s.0),
         }

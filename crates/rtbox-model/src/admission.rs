@@ -93,8 +93,9 @@ pub enum Refusal {
     },
 }
 
-/// Enough decimals that `a` and `b` do not print equal when they differ.
-fn digits_for(a: Bandwidth, b: Bandwidth) -> u32 {
+/// Enough decimals (2 to 12) that `a` and `b` do not print equal when they differ, for
+/// refusals that compare two bandwidths.
+pub fn digits_for(a: Bandwidth, b: Bandwidth) -> u32 {
     (2..=12)
         .find(|&d| a == b || a.format(d) != b.format(d))
         .unwrap_or(12)
@@ -177,6 +178,14 @@ impl fmt::Display for Refusal {
             ),
         }
     }
+}
+
+/// The per-CPU admission rule, one place for boxes, the enforcement loop and dedicated
+/// reservations: what is reserved on a CPU fits when its total is at most the platform's cap
+/// (the Liu-Layland bound for EDF, `sum Q/P <= 1`, lowered to the cap the kernel leaves to
+/// real-time work, see [`crate::DEFAULT_CAP`]).
+pub fn fits_cap(total: Bandwidth, cap: Bandwidth) -> bool {
+    total <= cap
 }
 
 /// The verdict of admission control with its per-CPU table.
@@ -273,7 +282,7 @@ pub fn admit(system: &System) -> Admission {
             })
             .collect();
         let total: Bandwidth = top.iter().map(|(_, b)| *b).sum();
-        if total > cap {
+        if !fits_cap(total, cap) {
             refusals.push(Refusal::OverCap {
                 cpu,
                 boxes: top,
@@ -342,8 +351,9 @@ impl LoopCost {
 
     /// The loop's polling interval for these servers: it polls after the smallest budget left
     /// of any server, between `poll` and `scan` (the runtime's `poll_interval`); counted from
-    /// the smallest budget Q, as polls during the last `poll` of a budget are few.
-    fn poll_interval(&self, min_budget: Nanos) -> Nanos {
+    /// the smallest budget Q, as polls during the last `poll` of a budget are few. The runtime
+    /// applies the same rule to the smallest budget left (`rtbox_core::Scheduler::poll_interval`).
+    pub fn poll_interval(&self, min_budget: Nanos) -> Nanos {
         let us = min_budget.clamp(self.poll, self.scan.max(self.poll)) / 1000;
         us.max(1) * 1000
     }
@@ -387,7 +397,7 @@ pub fn admit_with_loop(system: &System, cost: LoopCost) -> Admission {
             .sum();
         c.loop_share = events + Bandwidth::of(cost.step, poll);
         // A CPU over the cap already is refused for that.
-        if c.total <= c.cap && c.total + c.loop_share > c.cap {
+        if fits_cap(c.total, c.cap) && !fits_cap(c.total + c.loop_share, c.cap) {
             adm.refusals.push(Refusal::LoopOverCap {
                 cpu: c.cpu,
                 reservations: c.total,

@@ -16,8 +16,8 @@ pub mod system;
 pub mod time;
 
 pub use admission::{
-    admit, admit_with_loop, Admission, CpuLoad, FlatServer, LoopCost, Refusal, Role, SharedShare,
-    DEFAULT_LOOP_STEP, LOOP_STEPS_PER_PERIOD,
+    admit, admit_with_loop, digits_for, fits_cap, Admission, CpuLoad, FlatServer, LoopCost,
+    Refusal, Role, SharedShare, DEFAULT_LOOP_STEP, LOOP_STEPS_PER_PERIOD,
 };
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;

@@ -1,0 +1,237 @@
+//! Read-only dispatch-plan queries for drivers: the rules a driver would otherwise re-derive
+//! from [`Scheduler::server`] views (EDF order, planned exhaustions, budget left, poll interval,
+//! box facts).
+
+use std::collections::BTreeMap;
+
+use rtbox_model::{LoopCost, Nanos};
+
+use super::{Bx, Owner, Scheduler};
+use crate::rules::edf_key;
+use crate::types::{BoxInfo, ServerId};
+
+impl Scheduler {
+    /// A view of one box by name (`None` if there is no such box).
+    pub fn box_info(&self, name: &str) -> Option<BoxInfo<'_>> {
+        self.boxes.iter().find(|b| b.name == name).map(Bx::info)
+    }
+
+    /// Every box, in the order of the system's boxes.
+    pub fn boxes(&self) -> impl Iterator<Item = BoxInfo<'_>> + '_ {
+        self.boxes.iter().map(Bx::info)
+    }
+
+    /// The non-throttled servers of each CPU (every CPU of the platform, possibly with none),
+    /// in the core's EDF order ([`crate::rules::edf_key`] on their current absolute deadlines,
+    /// the comparison the core picks servers with). Servers without work are listed too: the
+    /// Linux runtime ranks every server that may run before its next step.
+    pub fn edf_order(&self) -> BTreeMap<u32, Vec<ServerId>> {
+        self.cpus
+            .iter()
+            .map(|c| {
+                let mut v: Vec<(Nanos, ServerId)> = c
+                    .servers
+                    .iter()
+                    .map(|&s| (&self.servers[s.index()], s))
+                    .filter(|(srv, _)| !srv.throttled)
+                    .map(|(srv, s)| edf_key(srv.st.deadline, s))
+                    .collect();
+                v.sort_unstable();
+                (c.id, v.into_iter().map(|(_, s)| s).collect())
+            })
+            .collect()
+    }
+
+    /// The remaining budget of a server as time it may still run: a negative runtime (a
+    /// measured overrun) counts as none.
+    fn budget_left(&self, s: ServerId) -> Nanos {
+        u64::try_from(self.servers[s.index()].st.runtime).unwrap_or(0)
+    }
+
+    /// The planned exhaustion time of every non-throttled server with work (`has_work`: the
+    /// driver's view, e.g. a member is runnable), per CPU, if from `now` on the servers with
+    /// work of each CPU run one after the other in EDF order ([`Scheduler::edf_order`]), each
+    /// spending its whole remaining budget (a negative one counts as none). This is when a hard
+    /// server's members must be stopped at the latest if the driver does not step before.
+    pub fn exhaustion_plan(
+        &self,
+        now: Nanos,
+        has_work: impl Fn(ServerId) -> bool,
+    ) -> BTreeMap<u32, Vec<(ServerId, Nanos)>> {
+        self.edf_order()
+            .into_iter()
+            .map(|(cpu, order)| {
+                let mut t = now;
+                let plan = order
+                    .into_iter()
+                    .filter(|&s| has_work(s))
+                    .map(|s| {
+                        t += self.budget_left(s);
+                        (s, t)
+                    })
+                    .collect();
+                (cpu, plan)
+            })
+            .collect()
+    }
+
+    /// The CPU whose running, non-throttled server has the least budget left (ties: the lower
+    /// CPU id), i.e. where the next budget exhaustion happens if nothing changes; `None` when no
+    /// server runs.
+    pub fn next_exhaustion_cpu(&self) -> Option<u32> {
+        self.cpus
+            .iter()
+            .filter_map(|c| {
+                let s = c.running?.server?;
+                let srv = &self.servers[s.index()];
+                (!srv.throttled).then_some((srv.st.runtime, c.id))
+            })
+            .min()
+            .map(|(_, cpu)| cpu)
+    }
+
+    /// The smallest budget left (a negative one counts as none) of the non-throttled servers of
+    /// boxes: what a member may consume unseen between two polls of a driver that only steps
+    /// on timers. `None` without such a server.
+    pub fn min_budget_left(&self) -> Option<Nanos> {
+        (0..self.servers.len())
+            .map(|i| ServerId(i as u32))
+            .filter(|s| {
+                let srv = &self.servers[s.index()];
+                !srv.throttled && matches!(srv.owner, Owner::Box(_))
+            })
+            .map(|s| self.budget_left(s))
+            .min()
+    }
+
+    /// The smallest budget left of the non-throttled servers with work (`has_work`, the
+    /// driver's view) that still have some: how soon a passed exhaustion estimate must be
+    /// checked again. `None` without such a server.
+    pub fn min_budget_left_with_work(&self, has_work: impl Fn(ServerId) -> bool) -> Option<Nanos> {
+        (0..self.servers.len())
+            .map(|i| ServerId(i as u32))
+            .filter(|&s| !self.servers[s.index()].throttled && has_work(s))
+            .map(|s| self.budget_left(s))
+            .filter(|&b| b > 0)
+            .min()
+    }
+
+    /// How long a polling driver may sleep: the smallest budget left of any box server
+    /// ([`Scheduler::min_budget_left`]; with none, the longest interval), clamped between the
+    /// loop's `poll` and `scan` intervals by the same rule admission counts the loop's polls with
+    /// ([`LoopCost::poll_interval`]).
+    pub fn poll_interval(&self, cost: &LoopCost) -> Nanos {
+        cost.poll_interval(self.min_budget_left().unwrap_or(cost.scan))
+    }
+}
+
+impl Bx {
+    pub(super) fn info(&self) -> BoxInfo<'_> {
+        BoxInfo {
+            name: &self.name,
+            policy: self.policy,
+            placement: self.placement,
+            mode: self.mode,
+            shared: self.shared,
+            weight: self.weight,
+            servers: &self.servers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rtbox_model::{
+        Bandwidth, BoxSpec, Interface, Mode, Placement, Platform, ServerSpec, System,
+    };
+
+    use super::*;
+    use crate::types::{Options, TaskParams};
+
+    fn member(name: &str, b: &str, prio: u32) -> TaskParams {
+        TaskParams {
+            box_name: Some(b.into()),
+            ..TaskParams::background(name, prio)
+        }
+    }
+
+    fn two_cpus_three_boxes() -> System {
+        let srv = |cpu, budget, period| ServerSpec {
+            cpu,
+            budget,
+            period,
+        };
+        let mut a = BoxSpec::new("A", Interface::Servers(vec![srv(0, 3, 6), srv(1, 2, 8)]));
+        a.placement = Placement::Pinned;
+        a.mode = Mode::Reclaim;
+        let b = BoxSpec::new("B", Interface::Servers(vec![srv(0, 4, 9)]));
+        let c = BoxSpec::new("C", Interface::Servers(vec![srv(1, 1, 4)]));
+        let mut platform = Platform::with_cpus(2);
+        platform.cap = Bandwidth::ONE;
+        System::new(platform, vec![a, b, c], vec![]).unwrap()
+    }
+
+    /// The dispatch-plan queries drivers used to re-derive: EDF order with the core's own
+    /// comparison, planned exhaustions, the CPU of the next exhaustion, budget left.
+    #[test]
+    fn dispatch_plan_queries_follow_the_cores_edf() {
+        let mut s = Scheduler::new(&two_cpus_three_boxes(), Options::default()).unwrap();
+        let a0 = s
+            .add_task(TaskParams {
+                cpu: Some(0),
+                ..member("a0", "A", 1)
+            })
+            .unwrap();
+        let b = s.add_task(member("b", "B", 1)).unwrap();
+        let c = s.add_task(member("c", "C", 1)).unwrap();
+        for t in [a0, b, c] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        // Servers in the flattening's CPU order: A@0, B@0, A@1, C@1.
+        let (a_0, b_0, a_1, c_1) = (ServerId(0), ServerId(1), ServerId(2), ServerId(3));
+        let order = s.edf_order();
+        assert_eq!(order[&0], vec![a_0, b_0], "d = 6 before d = 9");
+        // A@1 never woke (deadline 0) and C@1 has d = 4: the stale 0 sorts first, as the
+        // core would pick it if it got work (the wake-up rule then renews it).
+        assert_eq!(order[&1], vec![a_1, c_1]);
+        for cpu in [0, 1] {
+            let first_with_work = s.dispatch(cpu).order.first().map(|x| x.server);
+            assert_eq!(
+                first_with_work,
+                s.running(cpu).and_then(|r| r.server),
+                "the core runs the EDF head"
+            );
+        }
+        let work = |x: ServerId| x != a_1;
+        let plan = s.exhaustion_plan(10, work);
+        assert_eq!(plan[&0], vec![(a_0, 13), (b_0, 17)]);
+        assert_eq!(plan[&1], vec![(c_1, 11)]);
+        assert_eq!(s.next_exhaustion_cpu(), Some(1), "C has 1 left, A 3");
+        assert_eq!(s.min_budget_left(), Some(1));
+        assert_eq!(s.min_budget_left_with_work(|x| x == b_0), Some(4));
+        let cost = LoopCost {
+            step: 1,
+            poll: 2_000,
+            scan: 8_000,
+        };
+        assert_eq!(
+            s.poll_interval(&cost),
+            2_000,
+            "1 ns left: the shortest poll"
+        );
+        s.advance(1); // C exhausts: throttled, it leaves the order and the plan.
+        assert_eq!(s.edf_order()[&1], vec![a_1]);
+        assert!(s.exhaustion_plan(1, work)[&1].is_empty());
+        assert_eq!(s.next_exhaustion_cpu(), Some(0));
+        // Box facts without a name lookup in the driver.
+        let i = s.server(a_0);
+        assert_eq!((i.mode, i.placement), (Mode::Reclaim, Placement::Pinned));
+        let i = s.server(b_0);
+        assert_eq!((i.mode, i.placement), (Mode::Hard, Placement::Global));
+        let info = s.box_info("A").unwrap();
+        assert_eq!(info.servers, &[a_0, a_1]);
+        assert!(!info.shared && s.box_info("nope").is_none());
+        assert_eq!(s.boxes().count(), 3);
+    }
+}
