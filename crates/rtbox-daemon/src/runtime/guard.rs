@@ -45,10 +45,11 @@ pub struct Planned<H> {
     pub members: Vec<H>,
 }
 
-/// Each CPU's plan at core time `now`, from the non-throttled servers of each CPU in EDF order
-/// (`edf`) and the running members of each server (`by_server`):
-/// - the servers with a ready member run one after the other in EDF order, each its budget
-///   out; a hard-mode server's members stop when its budget would be spent;
+/// Each CPU's plan from the core's exhaustion plan (`exhaustion`: per CPU, the servers with a
+/// ready member in EDF order, each with the time it runs out if they run one after the other,
+/// [`rtbox_core::Scheduler::exhaustion_plan`]) and the running members of each server
+/// (`by_server`), at core time `now`:
+/// - a hard-mode server's members stop when its budget would be spent;
 /// - a hard-mode server whose members all read as blocked may still run (a thread the
 ///   backstop froze reads as sleeping until the loop sees its report; a thread may wake
 ///   between two polls) and spend its whole budget from now: it stops then. Measured without
@@ -58,30 +59,25 @@ pub struct Planned<H> {
 ///   (and the loop, if there) sleep; measured: 300 us late wake-ups of both, and 340 us run.
 pub fn plan<H: Clone>(
     now: Nanos,
-    edf: &BTreeMap<u32, Vec<ServerId>>,
+    exhaustion: &BTreeMap<u32, Vec<(ServerId, Nanos)>>,
     mut by_server: BTreeMap<ServerId, ServerMembers<H>>,
     server: impl Fn(ServerId) -> PlanServer,
 ) -> Vec<(u32, Vec<Planned<H>>)> {
     let left = |info: &PlanServer| u64::try_from(info.runtime.max(0)).unwrap_or(0);
     let mut plans = Vec::new();
-    for (&cpu, servers) in edf {
-        let mut t = now;
+    for (&cpu, order) in exhaustion {
         let mut stops = Vec::new();
-        for &s in servers {
-            if !by_server.get(&s).is_some_and(|m| m.ready) {
+        for &(s, at) in order {
+            let info = server(s);
+            if !info.hard {
                 continue;
             }
-            let info = server(s);
-            let budget = left(&info);
-            t += budget;
-            if info.hard {
-                if let Some(m) = by_server.remove(&s) {
-                    stops.push(Planned {
-                        at: t,
-                        budget,
-                        members: m.members,
-                    });
-                }
+            if let Some(m) = by_server.remove(&s) {
+                stops.push(Planned {
+                    at,
+                    budget: left(&info),
+                    members: m.members,
+                });
             }
         }
         plans.push((cpu, stops));
@@ -262,10 +258,17 @@ mod tests {
     }
 
     #[test]
-    fn servers_run_their_budgets_out_in_edf_order() {
-        // CPU 0: server 1 (300 us left, hard) then server 0 (500 us left, hard); server 2
-        // (reclaim) runs first but is never stopped, and still delays the others.
-        let edf = BTreeMap::from([(0, vec![ServerId(2), ServerId(1), ServerId(0)])]);
+    fn hard_servers_stop_at_their_planned_exhaustion() {
+        // CPU 0 in EDF order: server 2 (reclaim, never stopped), then 1, then 0, as the core
+        // plans them.
+        let exhaustion = BTreeMap::from([(
+            0,
+            vec![
+                (ServerId(2), 1_100 * US),
+                (ServerId(1), 1_400 * US),
+                (ServerId(0), 1_900 * US),
+            ],
+        )]);
         let by = BTreeMap::from([
             (ServerId(0), members(true, &[10])),
             (ServerId(1), members(true, &[11])),
@@ -276,7 +279,7 @@ mod tests {
             1 => info(0, 300_000, true),
             _ => info(0, 100_000, false),
         };
-        let p = plan(1_000 * US, &edf, by, servers);
+        let p = plan(1_000 * US, &exhaustion, by, servers);
         assert_eq!(
             p,
             vec![(
@@ -299,13 +302,14 @@ mod tests {
 
     #[test]
     fn a_server_without_ready_members_is_planned_from_now_and_watched_from_other_cpus() {
-        let edf = BTreeMap::from([(0, vec![ServerId(0)]), (1, vec![ServerId(1)])]);
+        // Server 0 has no ready member, so the core's plan leaves it out.
+        let exhaustion = BTreeMap::from([(0, vec![]), (1, vec![(ServerId(1), 400 * US)])]);
         let by = BTreeMap::from([
             (ServerId(0), members(false, &[10])),
             (ServerId(1), members(true, &[11])),
         ]);
         let servers = |s: ServerId| info(s.0, 200_000 * (1 + i64::from(s.0)), true);
-        let p = plan(0, &edf, by, servers);
+        let p = plan(0, &exhaustion, by, servers);
         let cpu0 = &p[0].1;
         let cpu1 = &p[1].1;
         // Server 0 (blocked) is still stopped after its whole budget from now.
@@ -320,7 +324,7 @@ mod tests {
 
     #[test]
     fn throttled_or_reclaim_servers_are_never_planned() {
-        let edf = BTreeMap::from([(0, vec![ServerId(1)])]);
+        let exhaustion = BTreeMap::from([(0, vec![(ServerId(1), 100)])]);
         let by = BTreeMap::from([
             (ServerId(0), members(false, &[10])),
             (ServerId(1), members(true, &[11])),
@@ -331,6 +335,6 @@ mod tests {
             throttled: s.0 == 0,
             hard: s.0 == 0,
         };
-        assert_eq!(plan(0, &edf, by, servers), vec![(0, vec![])]);
+        assert_eq!(plan(0, &exhaustion, by, servers), vec![(0, vec![])]);
     }
 }

@@ -501,22 +501,12 @@ impl Members {
             .collect()
     }
 
-    /// After a box change, the members' tasks in the new scheduler: `keep` maps the old
-    /// servers to the new (servers of unchanged boxes); a member of a changed box starts
-    /// again from no server, as a new member does.
-    pub fn rebind(&mut self, sched: &mut Scheduler, keep: &dyn Fn(ServerId) -> Option<ServerId>) {
-        let tids: Vec<i32> = self.by_tid.keys().copied().collect();
-        for tid in tids {
-            let (bx, prio) = {
-                let m = &self.by_tid[&tid];
-                (m.box_name.clone(), m.local_prio)
-            };
-            let task = register(sched, tid, &bx, prio);
-            let m = self.by_tid.get_mut(&tid).expect("member");
-            m.task = task;
-            m.charge_to = m.charge_to.and_then(keep);
-            m.last_server = m.last_server.and_then(keep);
-            m.ready = false;
+    /// After a box change: each member's servers by the core's old -> new map (`None` for a
+    /// server that is gone: the next decision picks another).
+    pub fn remap(&mut self, map: &dyn Fn(ServerId) -> Option<ServerId>) {
+        for m in self.by_tid.values_mut() {
+            m.charge_to = m.charge_to.and_then(map);
+            m.last_server = m.last_server.and_then(map);
         }
     }
 

@@ -25,7 +25,7 @@ pub mod members;
 pub mod periods;
 pub mod wakeup;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::backstop::{Backstop, Handle};
@@ -142,7 +142,7 @@ fn core_options() -> Options {
     }
 }
 
-/// The system and a fresh scheduler for `specs`, if admitted with the loop's cost.
+/// The system and a scheduler for `specs`, if admitted with the loop's cost.
 fn build(
     platform: &Platform,
     specs: &[BoxSpec],
@@ -169,6 +169,58 @@ fn live_counters(sched: &Scheduler) -> BTreeMap<ServerKey, Counters> {
                     throttles: s.throttle_count,
                 },
             )
+        })
+        .collect()
+}
+
+/// [`Scheduler::reconfigure`], with the per-server figures and cumulative counters carried
+/// over ([`Periods::reconfigured`]). Pure.
+fn reconfigure_counted(
+    sched: &mut Scheduler,
+    periods: &mut Periods,
+    now: Nanos,
+    system: &System,
+    changed: &[String],
+) -> Result<rtbox_core::Reconfigured, RuntimeError> {
+    let before = live_counters(sched);
+    let map = sched.reconfigure(now, system)?;
+    periods.reconfigured(&before, &live_counters(sched), changed);
+    Ok(map)
+}
+
+/// Per-server rows for status and metrics; counters are cumulative across box changes.
+fn server_rows(
+    sched: &Scheduler,
+    periods: &Periods,
+    members: &BTreeMap<i32, members::Member>,
+) -> Vec<ServerRow> {
+    (0..sched.server_count())
+        .map(|i| {
+            let info = sched.server(ServerId(i as u32));
+            let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
+            let totals = periods.totals(
+                &key,
+                Counters {
+                    consumed: info.consumed,
+                    throttles: info.throttle_count,
+                },
+            );
+            ServerRow {
+                members: members
+                    .iter()
+                    .filter(|(_, m)| m.box_name == key.0 && m.charge_to == Some(info.id))
+                    .map(|(t, _)| *t)
+                    .collect(),
+                max_overrun: periods.get(&key).map_or(0, |s| s.max_overrun()),
+                box_name: key.0,
+                cpu: info.cpu,
+                budget: info.budget,
+                period: info.period,
+                runtime: info.runtime,
+                consumed: totals.consumed,
+                throttled: info.throttled,
+                throttles: totals.throttles,
+            }
         })
         .collect()
 }
@@ -269,22 +321,38 @@ impl Runtime {
 
     // ---- box changes -------------------------------------------------------------------------
 
-    /// Replace the box set (admission first; a refusal changes nothing). Members of boxes that
-    /// no longer exist are released. Counters shown as totals never go back (see
-    /// [`Periods::reconfigured`]); the figures of `changed` boxes start again.
+    /// Replace the box set (admission first; a refusal changes nothing). The core keeps the
+    /// state of every server whose box and CPU stay (budget left, deadline, throttle,
+    /// statistics; [`Scheduler::reconfigure`]); members keep their tasks, and their servers
+    /// follow the core's old -> new map. Members of boxes that no longer exist are released.
+    /// Counters shown as totals never go back (see [`Periods::reconfigured`]); the period
+    /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
-        let (system, sched) = build(&self.platform, &specs, self.opts.loop_cost())?;
-        for tid in self.members.orphans(&system) {
+        let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
+        let adm = admit_with_loop(&system, self.opts.loop_cost());
+        if !adm.admitted() {
+            return Err(RuntimeError::NotAdmitted(adm.refusals));
+        }
+        let now = self.now().max(self.sched.now());
+        // Events up to now under the old servers' ids, into the figures first.
+        self.sched.advance(now);
+        self.record_events(now);
+        let map = reconfigure_counted(&mut self.sched, &mut self.periods, now, &system, changed)?;
+        if !map.events.is_empty() {
+            // Fired between the advance and the change (none expected): old ids, not counted.
+            tracing::debug!(
+                events = map.events.len(),
+                "core events at a box change not counted"
+            );
+        }
+        self.specs = specs;
+        self.system = system;
+        self.members.remap(&|s| map.map(s));
+        for tid in self.members.orphans(&self.system) {
             self.release(tid);
         }
-        let before = live_counters(&self.sched);
-        self.specs = specs;
-        self.sched = sched;
-        self.system = system;
-        self.periods
-            .reconfigured(&before, &live_counters(&self.sched), changed);
-        self.members.rebind(&mut self.sched, &|_| None);
         self.members.drop_processes_outside(&self.system);
+        tracing::info!(boxes = self.specs.len(), changed = ?changed, kept = map.server_map.iter().flatten().count(), "box set changed");
         Ok(())
     }
 
@@ -389,25 +457,13 @@ impl Runtime {
 
     // ---- where the loop runs -----------------------------------------------------------------
 
-    /// The CPU whose running server will exhaust its budget first, if any server runs.
-    pub fn next_exhaustion_cpu(&self) -> Option<u32> {
-        (0..self.sched.cpu_count())
-            .filter_map(|i| {
-                let s = self.sched.running_at(i)?.server?;
-                let info = self.sched.server(s);
-                (!info.throttled).then_some((info.runtime, info.cpu))
-            })
-            .min()
-            .map(|(_, cpu)| cpu)
-    }
-
     /// Where the loop should sleep (see [`wakeup::loop_cpu`]).
     pub fn loop_cpu(&self) -> Option<u32> {
         let quiet: Vec<u32> = (0..self.sched.cpu_count())
             .filter(|&i| self.sched.running_at(i).is_none())
             .filter_map(|i| self.sched.cpus().nth(i))
             .collect();
-        wakeup::loop_cpu(self.next_exhaustion_cpu(), &quiet, self.pin.cpu())
+        wakeup::loop_cpu(self.sched.next_exhaustion_cpu(), &quiet, self.pin.cpu())
     }
 
     /// Moves the calling thread (the enforcement loop) to [`Runtime::loop_cpu`] (see
@@ -500,10 +556,8 @@ impl Runtime {
                     // Pinned boxes only, and only periods with the same members at both
                     // ends, verifiably off CPU then: a member that moves between servers
                     // spends part of its kernel time elsewhere.
-                    let pinned = self.system.get(&key.0).is_some_and(|b| {
-                        b.spec.placement == rtbox_model::Placement::Pinned
-                            || self.sched.box_servers(&key.0).len() == 1
-                    });
+                    let pinned = info.placement == rtbox_model::Placement::Pinned
+                        || self.sched.box_servers(&key.0).len() == 1;
                     let kernel = (self.opts.audit && pinned)
                         .then(|| self.members.kernel_time_of(server))
                         .flatten();
@@ -541,55 +595,32 @@ impl Runtime {
         }
     }
 
-    /// The non-throttled servers of each CPU in EDF order (absolute deadline, then id).
-    fn edf_order(&self) -> BTreeMap<u32, Vec<ServerId>> {
-        let mut by_cpu: BTreeMap<u32, Vec<(Nanos, ServerId)>> = BTreeMap::new();
-        for i in 0..self.sched.server_count() {
-            let info = self.sched.server(ServerId(i as u32));
-            if !info.throttled {
-                by_cpu
-                    .entry(info.cpu)
-                    .or_default()
-                    .push((info.deadline, info.id));
-            }
-        }
-        by_cpu
-            .into_iter()
-            .map(|(cpu, mut v)| {
-                v.sort();
-                (cpu, v.into_iter().map(|(_, s)| s).collect())
-            })
-            .collect()
-    }
-
     /// Decides what each member must look like after the core's decisions ([`bands::decide`])
     /// and records it (`applied`, `charge_to`) before anything is done, so the backstop's plan
     /// covers the new state while `execute` carries it out. Returns the changed members with
     /// their previous state.
     fn decide(&mut self) -> Vec<(i32, Option<Applied>)> {
-        let edf = self.edf_order();
+        let edf = self.sched.edf_order();
         let sched = &self.sched;
         let cpu_of = |s: ServerId| sched.server(s).cpu;
         let core = bands::CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
         };
-        let boxes: BTreeMap<&str, bands::BoxView<'_>> = self
-            .system
+        let system = &self.system;
+        let boxes: BTreeMap<&str, bands::BoxView<'_>> = sched
             .boxes()
-            .iter()
             .map(|b| {
-                let shared = match b.spec.interface {
-                    rtbox_model::Interface::Shared { weight } => Some(weight),
-                    _ => None,
-                };
                 let view = bands::BoxView {
-                    mode: b.spec.mode,
-                    shared,
-                    cpus: b.cpus.iter().collect(),
-                    servers: sched.box_servers(b.name()),
+                    mode: b.mode,
+                    shared: b.weight.filter(|_| b.shared),
+                    cpus: system
+                        .get(b.name)
+                        .map(|r| r.cpus.iter().collect())
+                        .unwrap_or_default(),
+                    servers: b.servers,
                 };
-                (b.name(), view)
+                (b.name, view)
             })
             .collect();
         let views: Vec<bands::MemberView<'_>> = self
@@ -648,19 +679,18 @@ impl Runtime {
                 });
             }
         }
-        let edf = self.edf_order();
-        let (sched, system) = (&self.sched, &self.system);
-        let plans = guard::plan(now, &edf, by_server, |s| {
+        let exhaustion = self
+            .sched
+            .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
+        let sched = &self.sched;
+        let plans = guard::plan(now, &exhaustion, by_server, |s| {
             let info = sched.server(s);
-            let hard = info
-                .box_name
-                .and_then(|b| system.get(b))
-                .is_some_and(|b| b.spec.mode == Mode::Hard && !b.spec.interface.is_shared());
             PlanServer {
                 cpu: info.cpu,
                 runtime: info.runtime,
                 throttled: info.throttled,
-                hard,
+                // Box servers only (a dedicated reservation has no members here).
+                hard: info.mode == Mode::Hard && info.box_name.is_some(),
             }
         });
         let report = self.guard.publish(now, self.epoch, plans);
@@ -722,15 +752,15 @@ impl Runtime {
         if self.members.unplaced {
             return now + MIN_GRANT;
         }
-        let budget_left = self
+        let with_work: BTreeSet<ServerId> = self
             .members
             .by_tid
             .values()
             .filter_map(|m| m.charge_to.filter(|_| m.ready))
-            .map(|s| self.sched.server(s))
-            .filter(|info| !info.throttled && info.runtime > 0)
-            .map(|info| info.runtime as u64)
-            .min();
+            .collect();
+        let budget_left = self
+            .sched
+            .min_budget_left_with_work(|s| with_work.contains(&s));
         wakeup_time(
             now,
             self.sched.next_timer(),
@@ -740,50 +770,21 @@ impl Runtime {
         )
     }
 
-    /// How long the loop may sleep without looking at the members ([`wakeup::poll_interval`]
-    /// of the smallest budget left of any non-throttled box server).
+    /// How long the loop may sleep without looking at the members. Between two steps a member
+    /// may wake up, or block and let another member of its CPU run, unseen by the loop; what
+    /// such a member can consume unseen is bounded by its server's budget left. So the loop
+    /// polls after the smallest budget left of any non-throttled server, at least every
+    /// `poll` (1 ms) and at most every `scan` interval (new threads must join quickly): the
+    /// core's [`Scheduler::poll_interval`], by the rule admission counts the polls with. With
+    /// only throttled servers, or servers with plenty of budget, it sleeps longer: the poll
+    /// was most of the loop's CPU use (docs/benchmarks-runtime.md).
     pub fn poll_interval(&self) -> Nanos {
-        let min_left = (0..self.sched.server_count())
-            .map(|i| self.sched.server(ServerId(i as u32)))
-            .filter(|s| !s.throttled && s.box_name.is_some())
-            .map(|s| u64::try_from(s.runtime).unwrap_or(0))
-            .min();
-        wakeup::poll_interval(min_left, self.opts.poll, self.opts.scan)
+        self.sched.poll_interval(&self.opts.loop_cost())
     }
 
     /// Per-server view for status and metrics (counters cumulative across box changes).
     pub fn server_rows(&self) -> Vec<ServerRow> {
-        (0..self.sched.server_count())
-            .map(|i| {
-                let info = self.sched.server(ServerId(i as u32));
-                let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
-                let totals = self.periods.totals(
-                    &key,
-                    Counters {
-                        consumed: info.consumed,
-                        throttles: info.throttle_count,
-                    },
-                );
-                ServerRow {
-                    members: self
-                        .members
-                        .by_tid
-                        .iter()
-                        .filter(|(_, m)| m.box_name == key.0 && m.charge_to == Some(info.id))
-                        .map(|(t, _)| *t)
-                        .collect(),
-                    max_overrun: self.periods.get(&key).map_or(0, |s| s.max_overrun()),
-                    box_name: key.0,
-                    cpu: info.cpu,
-                    budget: info.budget,
-                    period: info.period,
-                    runtime: info.runtime,
-                    consumed: totals.consumed,
-                    throttled: info.throttled,
-                    throttles: totals.throttles,
-                }
-            })
-            .collect()
+        server_rows(&self.sched, &self.periods, &self.members.by_tid)
     }
 
     /// The figures of a box's server on `cpu`.
@@ -830,4 +831,97 @@ pub struct ServerRow {
     pub throttles: u64,
     pub max_overrun: u64,
     pub members: Vec<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_core::TaskParams;
+    use rtbox_model::{Interface, ServerSpec};
+
+    const MS: Nanos = 1_000_000;
+
+    fn boxes(b_budget: Nanos, with_a: bool) -> System {
+        let b = |name: &str, budget| {
+            BoxSpec::new(
+                name,
+                Interface::Servers(vec![ServerSpec {
+                    cpu: 0,
+                    budget,
+                    period: 10 * MS,
+                }]),
+            )
+        };
+        let mut v = vec![b("B", b_budget)];
+        if with_a {
+            v.push(b("A", 2 * MS));
+        }
+        System::new(Platform::with_cpus(1), v, vec![]).unwrap()
+    }
+
+    /// The `_total` samples of a metrics text, by series.
+    fn totals(text: &str) -> BTreeMap<String, f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(name, _)| name.contains("_total"))
+            .map(|(name, v)| (name.to_string(), v.parse().unwrap()))
+            .collect()
+    }
+
+    /// Issue: every box change rebuilt the scheduler and the Prometheus counters fell back to
+    /// zero. Across a change of another box, a change of the box itself, and a delete and
+    /// re-create, no `_total` series may go back, and the untouched box keeps its budget left.
+    #[test]
+    fn metrics_counters_never_go_back_across_box_changes() {
+        let mut sched = Scheduler::new(&boxes(3 * MS, true), core_options()).unwrap();
+        let mut periods = Periods::default();
+        let none = BTreeMap::new();
+        let a = sched
+            .add_task(TaskParams {
+                box_name: Some("A".into()),
+                ..TaskParams::background("a", 0)
+            })
+            .unwrap();
+        sched.wake(0, a, None).unwrap();
+        sched.advance(0);
+        let sa = sched.box_servers("A")[0];
+        // 2.5 ms charged to A's 2 ms: a throttle, then 1 ms into its next period.
+        sched.charge(MS, sa, 2_500_000).unwrap();
+        sched.advance(MS);
+        sched.advance(10 * MS);
+        sched
+            .charge(11 * MS, sched.box_servers("A")[0], MS)
+            .unwrap();
+        sched.advance(11 * MS);
+        let mut last = totals(&crate::metrics::render(&server_rows(
+            &sched, &periods, &none,
+        )));
+        let a_total = format!("rtbox_server_consumed_seconds_total{{box=\"A\",cpu=\"0\"}}");
+        assert!(last[&a_total] > 0.003, "A consumed: {last:?}");
+        let a_left = sched.server(sched.box_servers("A")[0]).runtime;
+        let steps: [(System, &[&str]); 3] = [
+            (boxes(4 * MS, true), &["B"]),
+            (boxes(4 * MS, false), &["A"]),
+            (boxes(4 * MS, true), &["A"]),
+        ];
+        for (i, (system, changed)) in steps.into_iter().enumerate() {
+            let changed: Vec<String> = changed.iter().map(|s| s.to_string()).collect();
+            reconfigure_counted(&mut sched, &mut periods, 12 * MS, &system, &changed).unwrap();
+            if i == 0 {
+                let now_left = sched.server(sched.box_servers("A")[0]).runtime;
+                assert_eq!(now_left, a_left, "another box's change refilled A");
+            }
+            let now = totals(&crate::metrics::render(&server_rows(
+                &sched, &periods, &none,
+            )));
+            for (series, v) in &now {
+                if let Some(before) = last.get(series) {
+                    assert!(v >= before, "step {i}: {series} went back: {before} -> {v}");
+                }
+            }
+            last.extend(now);
+        }
+        assert!(last[&a_total] > 0.003, "A re-created continues its total");
+    }
 }

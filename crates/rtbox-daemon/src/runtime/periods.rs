@@ -127,11 +127,12 @@ impl Periods {
         }
     }
 
-    /// A box change replaced the core's servers: `before` and `after` are the live core
-    /// counters of every server before and after it. Each server's total stays where it was
-    /// (a server the core kept counts on; one it rebuilt starts again from the carried total;
-    /// a deleted box's total is kept should the box come back). The figures of servers that no
-    /// longer exist, or whose box changed (`changed`), are dropped: their periods differ now.
+    /// A box change: `before` and `after` are the live core counters of every server before
+    /// and after it. Each server's total stays where it was (a server the core kept counts
+    /// on; one it rebuilt starts again from the carried total; a deleted box's total is kept
+    /// should the box come back). The figures of servers that no longer exist are dropped;
+    /// those of `changed` boxes, and of servers whose counters went back (rebuilt), keep their
+    /// samples but measure the next period afresh (its budget or start differs).
     pub fn reconfigured(
         &mut self,
         before: &BTreeMap<ServerKey, Counters>,
@@ -141,8 +142,7 @@ impl Periods {
         for (key, live) in before {
             let total = self.totals(key, *live);
             let now = after.get(key).copied().unwrap_or_default();
-            if now.consumed < live.consumed {
-                // A rebuilt server: its period measurement starts again.
+            if now.consumed < live.consumed || changed.contains(&key.0) {
                 if let Some(st) = self.stats.get_mut(key) {
                     st.last_replenish = None;
                     st.last_kernel = None;
@@ -160,8 +160,7 @@ impl Periods {
                 },
             );
         }
-        self.stats
-            .retain(|k, _| after.contains_key(k) && !changed.contains(&k.0));
+        self.stats.retain(|k, _| after.contains_key(k));
     }
 }
 
@@ -230,6 +229,7 @@ mod tests {
         };
         let mut p = Periods::default();
         p.entry(a.clone()).overruns.push(5);
+        p.entry(a.clone()).replenished(0, fig(10, 0), None);
         p.entry(b.clone()).overruns.push(7);
         // "b" is changed: the core rebuilds its server (0), keeps "a"'s (counting on).
         let before = BTreeMap::from([(a.clone(), c(10, 3)), (b.clone(), c(20, 4))]);
@@ -238,11 +238,25 @@ mod tests {
         assert_eq!(p.totals(&a, c(12, 3)), c(12, 3));
         assert_eq!(p.totals(&b, c(1, 0)), c(21, 4));
         assert!(p.get(&a).is_some(), "the unchanged box keeps its figures");
-        assert!(p.get(&b).is_none(), "the changed box's periods differ now");
+        assert_eq!(
+            p.get(&b).map(|s| s.overruns.clone()),
+            Some(vec![7]),
+            "samples kept"
+        );
+        assert!(
+            p.get(&b).unwrap().last_replenish.is_none(),
+            "next period measured afresh"
+        );
+        assert_eq!(
+            p.get(&a).unwrap().last_replenish,
+            Some((0, 10)),
+            "the unchanged server's period goes on"
+        );
         // "b" deleted, then created again: still no step back.
         let before = BTreeMap::from([(a.clone(), c(12, 3)), (b.clone(), c(1, 0))]);
         let after = BTreeMap::from([(a.clone(), c(12, 3))]);
         p.reconfigured(&before, &after, &[]);
+        assert!(p.get(&b).is_none(), "a deleted box's figures go");
         let before = after.clone();
         let after = BTreeMap::from([(a.clone(), c(12, 3)), (b.clone(), c(0, 0))]);
         p.reconfigured(&before, &after, &["b".to_string()]);

@@ -49,18 +49,6 @@ pub fn wakeup_time(
     }
 }
 
-/// How long the loop may sleep without looking at the members (the SHORTEST poll is `poll`).
-/// Between two steps a member may wake up, or block and let another member of its CPU run,
-/// unseen by the loop; what such a member can consume unseen is bounded by its server's budget
-/// left. So the loop polls after the smallest budget left of any non-throttled server
-/// (`min_budget_left`), at least every `poll` (1 ms) and at most every `scan` interval (new
-/// threads must join quickly). With only throttled servers, or servers with plenty of budget,
-/// it sleeps longer: the poll was most of the loop's CPU use (docs/benchmarks-runtime.md).
-pub fn poll_interval(min_budget_left: Option<Nanos>, poll: Nanos, scan: Nanos) -> Nanos {
-    let hi = scan.max(poll);
-    min_budget_left.unwrap_or(hi).clamp(poll, hi)
-}
-
 /// Where the loop should sleep: on the CPU of the next budget exhaustion; with none pending,
 /// on a CPU where no member runs (so its polls do not preempt a reclaiming member), keeping
 /// the `current` CPU when it qualifies; `None` to stay where it is.
@@ -176,31 +164,6 @@ mod tests {
         );
         // With nothing runnable, the poll interval bounds the sleep.
         assert_eq!(wakeup_time(now, passed, None, 4 * MS, None), now + 4 * MS);
-    }
-
-    #[test]
-    fn the_poll_follows_the_smallest_budget_left_between_poll_and_scan() {
-        assert_eq!(poll_interval(Some(2 * MS), MS, 4 * MS), 2 * MS);
-        assert_eq!(
-            poll_interval(Some(10 * US), MS, 4 * MS),
-            MS,
-            "never below poll"
-        );
-        assert_eq!(
-            poll_interval(Some(9 * MS), MS, 4 * MS),
-            4 * MS,
-            "never above scan"
-        );
-        assert_eq!(
-            poll_interval(None, MS, 4 * MS),
-            4 * MS,
-            "all throttled: scan"
-        );
-        assert_eq!(
-            poll_interval(None, 8 * MS, 4 * MS),
-            8 * MS,
-            "scan below poll: poll"
-        );
     }
 
     #[test]
