@@ -897,7 +897,7 @@ mod tests {
         let mut last = totals(&crate::metrics::render(&server_rows(
             &sched, &periods, &none,
         )));
-        let a_total = format!("rtbox_server_consumed_seconds_total{{box=\"A\",cpu=\"0\"}}");
+        let a_total = "rtbox_server_consumed_seconds_total{box=\"A\",cpu=\"0\"}".to_string();
         assert!(last[&a_total] > 0.003, "A consumed: {last:?}");
         let a_left = sched.server(sched.box_servers("A")[0]).runtime;
         let steps: [(System, &[&str]); 3] = [
