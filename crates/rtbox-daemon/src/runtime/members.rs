@@ -858,3 +858,64 @@ impl Members {
         self.events.is_some()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_model::{BoxSpec, Interface, Platform, ServerSpec};
+
+    fn table() -> (Members, Scheduler) {
+        let layout = cgroup::parse_mounts("");
+        let path = std::env::temp_dir().join(format!("rtbox-members-{}", std::process::id()));
+        let b = BoxSpec::new(
+            "A",
+            Interface::Servers(vec![ServerSpec {
+                cpu: 0,
+                budget: 1_000_000,
+                period: 10_000_000,
+            }]),
+        );
+        let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
+        let sched = Scheduler::new(&system, rtbox_core::Options::default()).unwrap();
+        (Members::new(layout, Journal::new(path), None), sched)
+    }
+
+    #[test]
+    fn bad_attach_and_detach_requests_change_nothing() {
+        let (mut m, mut sched) = table();
+        let me = Target::Pid(std::process::id() as i32);
+        assert!(matches!(
+            m.attach(&mut sched, "A", me),
+            Err(RuntimeError::AttachSelf)
+        ));
+        let cg = Target::Cgroup("/nonexistent/cgroup".into());
+        assert!(matches!(
+            m.detach_targets(None, Some("/nonexistent/cgroup".into()), None),
+            Err(RuntimeError::NotAttached { target }) if target == cg
+        ));
+        assert!(matches!(
+            m.detach_targets(Some(1), None, Some("A")),
+            Err(RuntimeError::DetachWhat)
+        ));
+        assert!(matches!(
+            m.attach(&mut sched, "A", cg),
+            Err(RuntimeError::Linux(_))
+        ));
+        assert!(m.by_tid.is_empty() && m.attachments.is_empty());
+        assert_eq!(sched.task_count(), 0, "no task registered");
+        assert!(!m.unplaced);
+    }
+
+    #[test]
+    fn a_detach_of_a_box_without_members_releases_nothing() {
+        let (mut m, _) = table();
+        assert_eq!(
+            m.detach_targets(None, None, Some("A")).unwrap(),
+            Vec::<i32>::new()
+        );
+        assert_eq!(
+            m.detach_targets(Some(4242), None, None).unwrap(),
+            Vec::<i32>::new()
+        );
+    }
+}
