@@ -7,8 +7,10 @@
 //! # Model
 //! - Every flattened server of [`rtbox_model::admit`] (one per box and CPU, nested boxes already
 //!   carved out of their parents) is a hard CBS. On each CPU the active, non-throttled servers
-//!   are ordered by EDF (ties by [`ServerId`]). Tasks with a dedicated [`Reservation`] get a
-//!   single-task server that competes in the same EDF.
+//!   are ordered by EDF (ties by [`ServerId`], [`rules::edf_key`]). Tasks with a dedicated
+//!   [`Reservation`] get a single-task server that competes in the same EDF; it is admitted by
+//!   the rule boxes are admitted with (`rtbox_model::fits_cap`: the CPU's reserved total,
+//!   boxes included, at most the platform cap), else [`CoreError::CpuFull`] with the numbers.
 //! - The CBS rules live in [`rules`], one function each: wake-up rule, revised wake-up rule for
 //!   constrained deadlines, charging, throttling on exhaustion, replenishment (`d += P`,
 //!   `c = Q`, applied when the server throttles; it runs again at its old deadline).

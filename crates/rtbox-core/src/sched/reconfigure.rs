@@ -1,6 +1,8 @@
 //! Applying a new box set to a running scheduler without losing the state of what stays.
 
-use rtbox_model::{Nanos, System};
+use std::collections::BTreeMap;
+
+use rtbox_model::{Nanos, Placement, System};
 
 use super::{Owner, Scheduler};
 use crate::rules::cbs_change;
@@ -49,134 +51,30 @@ impl Scheduler {
     ///   then only holds events with new ids.
     pub fn reconfigure(&mut self, now: Nanos, system: &System) -> Result<Reconfigured, CoreError> {
         debug_assert!(now >= self.now, "time went backwards");
-        // 1. Everything that can fail, on a scheduler of its own.
+        // Everything that can fail happens on a scheduler of its own.
         let mut next = Scheduler::new(system, self.opts)?;
-        let mut released = Vec::new();
-        let mut joined = Vec::new();
-        for (i, tk) in self.tasks.iter().enumerate() {
-            let mut spec = tk.spec.clone();
-            if let Some(name) = &spec.box_name {
-                let now_shared = next.box_info(name).map(|b| b.shared);
-                let was_member = tk.box_idx.is_some();
-                match now_shared {
-                    None => {
-                        spec.box_name = None;
-                        released.push(TaskId(i as u32));
-                    }
-                    Some(true) if was_member => released.push(TaskId(i as u32)),
-                    Some(false) if !was_member => joined.push(TaskId(i as u32)),
-                    _ => {}
-                }
-            }
-            let id = next.add_task(spec)?;
-            debug_assert_eq!(id.index(), i, "task ids renumbered");
-        }
-        // 2. The old configuration's time up to now.
+        let (released, joined) = self.register_tasks_again(&mut next)?;
         self.update(now);
-        // 3. Old -> new servers.
-        let mut by_key = std::collections::BTreeMap::new();
-        for j in 0..next.servers.len() {
-            by_key.insert(next.server_key(ServerId(j as u32)), ServerId(j as u32));
-        }
-        let server_map: Vec<Option<ServerId>> = (0..self.servers.len())
-            .map(|i| by_key.get(&self.server_key(ServerId(i as u32))).copied())
+        let server_map = self.carry_servers(&mut next, now);
+        let changed = (0..self.servers.len())
+            .filter_map(|i| {
+                server_map[i].filter(|j| self.servers[i].params != next.servers[j.index()].params)
+            })
             .collect();
-        let mut kept = vec![false; next.servers.len()];
-        let mut changed = Vec::new();
-        for (i, new) in server_map.iter().enumerate() {
-            let Some(j) = *new else { continue };
-            kept[j.index()] = true;
-            let o = &self.servers[i];
-            let n = &mut next.servers[j.index()];
-            if o.params != n.params {
-                n.st = cbs_change(o.st, n.params, now, o.throttled.then_some(o.replenish_at));
-                changed.push(j);
-            } else {
-                n.st = o.st;
-            }
-            n.tent = n.st;
-            n.throttled = o.throttled;
-            n.replenish_at = o.replenish_at;
-            n.backlogged = o.backlogged;
-            n.consumed = o.consumed;
-            n.throttles = o.throttles;
-        }
-        let map = |s: Option<ServerId>| s.and_then(|s| server_map[s.index()]);
-        // 4. Tasks: state, and the vCPU they sat on if it survives in their box.
-        for (i, o) in self.tasks.iter().enumerate() {
-            let t = TaskId(i as u32);
-            let box_idx = next.tasks[i].box_idx;
-            let same_box = |s: &ServerId| matches!(next.servers[s.index()].owner, Owner::Box(b) if Some(b) == box_idx);
-            let pinned_home = match box_idx {
-                Some(b) if next.boxes[b].placement == rtbox_model::Placement::Pinned => {
-                    map(o.home).filter(same_box)
-                }
-                _ => None,
-            };
-            let global =
-                box_idx.is_some_and(|b| next.boxes[b].placement == rtbox_model::Placement::Global);
-            let placed = if global && o.ready {
-                map(o.placed).filter(same_box)
-            } else {
-                None
-            };
-            let last_placed = if global {
-                map(o.last_placed).filter(same_box)
-            } else {
-                None
-            };
-            // A pinned member without a named CPU keeps the vCPU it had (registration spreads
-            // members by order, which a changed server set could shift).
-            if let (Some(home), None) = (pinned_home, o.spec.cpu) {
-                if let Some(cur) = next.tasks[i].home.filter(|&h| h != home) {
-                    next.servers[cur.index()].members.retain(|&m| m != t);
-                    next.servers[home.index()].members.push(t);
-                    next.tasks[i].home = Some(home);
-                    next.tasks[i].placed = Some(home);
-                }
-            }
-            let n = &mut next.tasks[i];
-            n.ready = o.ready;
-            n.deadline = o.deadline;
-            n.seq = o.seq;
-            n.slice_used = o.slice_used;
-            if global {
-                n.placed = placed;
-                n.last_placed = last_placed;
-            }
-            if let (true, Some(b)) = (o.ready, box_idx) {
-                next.boxes[b].ready.push(t);
-                next.boxes[b].sorted = false;
-            }
-        }
-        // 5. What ran, under the new ids (the next decision reports what changes).
-        for c in 0..next.cpus.len() {
-            let id = next.cpus[c].id;
-            let old = self
-                .cpus
-                .iter()
-                .find(|x| x.id == id)
-                .and_then(|x| x.running);
-            next.cpus[c].running = old.map(|r| Running {
-                task: r.task,
-                server: map(r.server).filter(|s| {
-                    let srv = &next.servers[s.index()];
-                    let own = match srv.owner {
-                        Owner::Task(t) => t == r.task,
-                        Owner::Box(b) => next.tasks[r.task.index()].box_idx == Some(b),
-                    };
-                    srv.cpu_idx == c && own
-                }),
-            });
-        }
+        self.carry_tasks(&mut next, &server_map);
+        self.carry_running(&mut next, &server_map);
         next.now = now;
         next.seq = self.seq;
-        // Changed budgets may be exhausted already: throttle them before deciding.
+        // A cut budget may be exhausted already: throttle it before deciding.
         next.timers_due = true;
         let removed = (0..self.servers.len())
             .filter(|&i| server_map[i].is_none())
             .map(|i| ServerId(i as u32))
             .collect();
+        let mut kept = vec![false; next.servers.len()];
+        for j in server_map.iter().flatten() {
+            kept[j.index()] = true;
+        }
         let added = (0..next.servers.len())
             .filter(|&j| !kept[j])
             .map(|j| ServerId(j as u32))
@@ -194,6 +92,136 @@ impl Scheduler {
             joined,
             events,
         })
+    }
+
+    /// Registers every task again, in order (so with the same ids), on `next`. A task whose box
+    /// is gone becomes a background task. Returns the tasks that left a box's servers for the
+    /// background (box deleted or now shared) and those that joined a box's servers (their
+    /// shared box now has some).
+    fn register_tasks_again(
+        &self,
+        next: &mut Scheduler,
+    ) -> Result<(Vec<TaskId>, Vec<TaskId>), CoreError> {
+        let (mut released, mut joined) = (Vec::new(), Vec::new());
+        for (i, tk) in self.tasks.iter().enumerate() {
+            let t = TaskId(i as u32);
+            let mut spec = tk.spec.clone();
+            let was_member = tk.box_idx.is_some();
+            if let Some(name) = &spec.box_name {
+                match next.box_info(name).map(|b| b.shared) {
+                    None => {
+                        spec.box_name = None;
+                        if was_member {
+                            released.push(t);
+                        }
+                    }
+                    Some(true) if was_member => released.push(t),
+                    Some(false) if !was_member => joined.push(t),
+                    _ => {}
+                }
+            }
+            let id = next.add_task(spec)?;
+            debug_assert_eq!(id, t, "task ids renumbered");
+        }
+        Ok((released, joined))
+    }
+
+    /// Carries the state of every server that still exists over to `next` (rule of
+    /// [`Scheduler::reconfigure`]); returns the new id of each old server.
+    fn carry_servers(&self, next: &mut Scheduler, now: Nanos) -> Vec<Option<ServerId>> {
+        let by_key: BTreeMap<ServerKey, ServerId> = (0..next.servers.len())
+            .map(|j| (next.server_key(ServerId(j as u32)), ServerId(j as u32)))
+            .collect();
+        let server_map: Vec<Option<ServerId>> = (0..self.servers.len())
+            .map(|i| by_key.get(&self.server_key(ServerId(i as u32))).copied())
+            .collect();
+        for (o, j) in self.servers.iter().zip(&server_map) {
+            let Some(j) = j else { continue };
+            let n = &mut next.servers[j.index()];
+            n.st = if o.params == n.params {
+                o.st
+            } else {
+                cbs_change(o.st, n.params, now, o.throttled.then_some(o.replenish_at))
+            };
+            n.tent = n.st;
+            n.throttled = o.throttled;
+            n.replenish_at = o.replenish_at;
+            n.backlogged = o.backlogged;
+            n.consumed = o.consumed;
+            n.throttles = o.throttles;
+            debug_assert!(
+                o.params != n.params || n.st == o.st,
+                "an unchanged server lost its state"
+            );
+        }
+        server_map
+    }
+
+    /// Carries every task's state over to `next`: readiness, local deadline, queue position,
+    /// round-robin slice, and the vCPU it sat on if that survives in its box.
+    fn carry_tasks(&self, next: &mut Scheduler, server_map: &[Option<ServerId>]) {
+        let map = |s: Option<ServerId>| s.and_then(|s| server_map[s.index()]);
+        for (i, o) in self.tasks.iter().enumerate() {
+            let t = TaskId(i as u32);
+            let box_idx = next.tasks[i].box_idx;
+            let placement = box_idx.map(|b| next.boxes[b].placement);
+            // The vCPUs it had, if they survive in its box.
+            let (old_home, placed, last_placed) = {
+                let in_box = |s: &ServerId| matches!(next.servers[s.index()].owner, Owner::Box(b) if Some(b) == box_idx);
+                (
+                    map(o.home).filter(in_box),
+                    map(o.placed).filter(in_box).filter(|_| o.ready),
+                    map(o.last_placed).filter(in_box),
+                )
+            };
+            // A pinned member without a named CPU keeps the vCPU it had (registration spreads
+            // members by order, which a changed server set could shift).
+            if let (Some(Placement::Pinned), Some(home), None) = (placement, old_home, o.spec.cpu) {
+                if let Some(cur) = next.tasks[i].home.filter(|&h| h != home) {
+                    next.servers[cur.index()].members.retain(|&m| m != t);
+                    next.servers[home.index()].members.push(t);
+                    next.tasks[i].home = Some(home);
+                    next.tasks[i].placed = Some(home);
+                }
+            }
+            if placement == Some(Placement::Global) {
+                next.tasks[i].placed = placed;
+                next.tasks[i].last_placed = last_placed;
+            }
+            let n = &mut next.tasks[i];
+            n.ready = o.ready;
+            n.deadline = o.deadline;
+            n.seq = o.seq;
+            n.slice_used = o.slice_used;
+            if let (true, Some(b)) = (o.ready, box_idx) {
+                next.boxes[b].ready.push(t);
+                next.boxes[b].sorted = false;
+            }
+        }
+    }
+
+    /// What ran on each CPU, under the new ids, so that the first decision reports only what
+    /// changes (a server that no longer hosts the task counts as none).
+    fn carry_running(&self, next: &mut Scheduler, server_map: &[Option<ServerId>]) {
+        for c in 0..next.cpus.len() {
+            let id = next.cpus[c].id;
+            let old = self
+                .cpus
+                .iter()
+                .find(|x| x.id == id)
+                .and_then(|x| x.running);
+            next.cpus[c].running = old.map(|r| Running {
+                task: r.task,
+                server: r.server.and_then(|s| server_map[s.index()]).filter(|s| {
+                    let srv = &next.servers[s.index()];
+                    let hosts = match srv.owner {
+                        Owner::Task(t) => t == r.task,
+                        Owner::Box(b) => next.tasks[r.task.index()].box_idx == Some(b),
+                    };
+                    srv.cpu_idx == c && hosts
+                }),
+            });
+        }
     }
 }
 
