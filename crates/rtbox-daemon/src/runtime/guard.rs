@@ -113,14 +113,29 @@ pub fn plan<H: Clone>(
     plans
 }
 
+/// What the backstop stopped, as the loop took it back.
+#[derive(Debug, Default)]
+struct Stops {
+    /// Members the backstop stopped (the loop was late).
+    count: u64,
+    /// When the loop took the backstop's stops back (core time), for figures (capped list).
+    times: Vec<Nanos>,
+}
+
+impl Stops {
+    fn add(&mut self, now: Nanos, report: &[i32]) {
+        self.count += report.len() as u64;
+        if !report.is_empty() && self.times.len() < 10_000 {
+            self.times.push(now);
+        }
+    }
+}
+
 /// The backstop and its figures.
 #[derive(Default)]
 pub struct Guard {
     backstop: Option<Backstop>,
-    /// Members the backstop stopped (the loop was late).
-    stops: u64,
-    /// When the loop took the backstop's stops back (core time), for figures (capped list).
-    times: Vec<Nanos>,
+    stops: Stops,
     /// A release withdrew every plan: the step that did it publishes them again.
     withdrawn: bool,
 }
@@ -137,20 +152,13 @@ impl Guard {
         self.backstop.is_some()
     }
 
-    fn count(&mut self, now: Nanos, report: &[i32]) {
-        self.stops += report.len() as u64;
-        if !report.is_empty() && self.times.len() < 10_000 {
-            self.times.push(now);
-        }
-    }
-
     /// The members the backstop stopped since the loop last looked.
     pub fn take_report(&mut self, now: Nanos) -> Vec<i32> {
         let report = match &self.backstop {
             Some(b) => b.lock().report,
             None => return Vec::new(),
         };
-        self.count(now, &report);
+        self.stops.add(now, &report);
         report
     }
 
@@ -180,7 +188,7 @@ impl Guard {
             })
             .collect();
         let report = b.publish(plans);
-        self.count(now, &report);
+        self.stops.add(now, &report);
         report
     }
 
@@ -192,7 +200,7 @@ impl Guard {
         };
         let report = b.publish(Vec::new());
         self.withdrawn = true;
-        self.count(now, &report);
+        self.stops.add(now, &report);
         report
     }
 
@@ -206,10 +214,7 @@ impl Guard {
     pub fn lock(&mut self, now: Nanos) -> Option<Locked<'_>> {
         let b = self.backstop.as_ref()?;
         let locked = b.lock();
-        self.stops += locked.report.len() as u64;
-        if !locked.report.is_empty() && self.times.len() < 10_000 {
-            self.times.push(now);
-        }
+        self.stops.add(now, &locked.report);
         Some(locked)
     }
 
@@ -227,11 +232,11 @@ impl Guard {
     }
 
     pub fn stops(&self) -> u64 {
-        self.stops
+        self.stops.count
     }
 
     pub fn times(&self) -> &[Nanos] {
-        &self.times
+        &self.stops.times
     }
 }
 
