@@ -24,7 +24,7 @@ pub enum RuntimeError {
     },
     /// Admission control refused the box set (with the numbers).
     NotAdmitted(Vec<Refusal>),
-    /// The core refused the box set.
+    /// The core refused the box set for another reason.
     Core(CoreError),
     AlreadyAttached {
         target: Target,
@@ -112,9 +112,13 @@ impl From<ModelError> for RuntimeError {
     }
 }
 
+/// The core's admission refusal is the same refusal as the runtime's own (one variant).
 impl From<CoreError> for RuntimeError {
     fn from(e: CoreError) -> Self {
-        RuntimeError::Core(e)
+        match e {
+            CoreError::NotAdmitted(why) => RuntimeError::NotAdmitted(why),
+            e => RuntimeError::Core(e),
+        }
     }
 }
 
