@@ -19,7 +19,9 @@ pub struct Args {
     /// set per box (`users` in the config, `rtbox box create --user`).
     #[arg(long)]
     pub group: Option<String>,
-    /// Longest sleep of the enforcement loop, in microseconds.
+    /// Shortest poll interval of the enforcement loop, in microseconds: between core timers the
+    /// loop polls its members after the smallest budget left of any running server, but at
+    /// least this long and at most the 4 ms scan interval apart.
     #[arg(long, default_value_t = 1000)]
     pub poll_us: u64,
     /// CPU time of one enforcement-loop step in microseconds, admitted with the reservations

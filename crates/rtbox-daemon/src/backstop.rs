@@ -17,10 +17,11 @@
 //! unguarded.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use rtbox_linux::fdwait::{self, EventFd, TimerFd};
 use rtbox_linux::perf::TaskClock;
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::{cgroup, LinuxError};
@@ -95,80 +96,31 @@ struct Shared {
     stop: bool,
 }
 
+/// The backstop's lock, held while the loop thaws (see [`Backstop::lock`]).
+pub struct Locked<'a> {
+    _held: MutexGuard<'a, Shared>,
+    /// The members frozen since the loop last looked.
+    pub report: Vec<i32>,
+}
+
 /// The per-CPU backstop threads and their plans.
 pub struct Backstop {
     cpus: Vec<u32>,
     /// Written by a backstop thread after it stopped members: wakes the loop (if it can run,
     /// its plan was stale, and it must look at once).
-    wake: Arc<OwnedFd>,
+    wake: Arc<EventFd>,
     shared: Arc<Mutex<Shared>>,
     /// Per CPU: an eventfd that makes its thread re-read its plan (an earlier stop).
-    kicks: Vec<Arc<OwnedFd>>,
+    kicks: Vec<Arc<EventFd>>,
     /// Per CPU: its thread's timer, armed by the loop only while the loop runs on that CPU.
-    timers: Vec<Arc<OwnedFd>>,
+    timers: Vec<Arc<TimerFd>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-fn timerfd() -> Result<OwnedFd, LinuxError> {
-    // SAFETY: plain syscall; the result is checked.
-    let fd = unsafe {
-        libc::timerfd_create(
-            libc::CLOCK_MONOTONIC,
-            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-        )
-    };
-    if fd < 0 {
-        return Err(LinuxError::last("timerfd_create", 0));
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Arms `fd` to fire once at CLOCK_MONOTONIC `at` (0 disarms).
-fn arm(fd: &OwnedFd, at: u64) {
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
-        it_value: libc::timespec {
-            tv_sec: (at / 1_000_000_000) as libc::time_t,
-            tv_nsec: (at % 1_000_000_000) as libc::c_long,
-        },
-    };
-    // SAFETY: spec is a valid itimerspec; the old value is not wanted.
-    unsafe {
-        libc::timerfd_settime(
-            fd.as_raw_fd(),
-            libc::TFD_TIMER_ABSTIME,
-            &spec,
-            std::ptr::null_mut(),
-        );
-    }
-}
-
-fn eventfd() -> Result<OwnedFd, LinuxError> {
-    // SAFETY: plain syscall; the result is checked.
-    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if efd < 0 {
-        return Err(LinuxError::last("eventfd", 0));
-    }
-    // SAFETY: efd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(efd) })
-}
-
-/// Adds 1 to an eventfd.
-fn kick(fd: &OwnedFd) {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: 8 readable bytes, the size of an eventfd increment.
-    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
-}
-
-/// Reads (and so resets) a timerfd or eventfd counter; returns whether it had fired.
-fn drain(fd: &OwnedFd) -> bool {
-    let mut buf = [0u8; 8];
-    // SAFETY: buf is 8 writable bytes, the size of either counter.
-    unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) == 8 }
+/// Arms a backstop timer. A failure (only with a bad descriptor or time, neither possible
+/// here) leaves the old time armed; the thread re-arms at its next wake-up.
+fn arm(timer: &TimerFd, at: u64) {
+    let _ = timer.arm_at(at);
 }
 
 fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -184,7 +136,7 @@ impl Backstop {
             ..Shared::default()
         }));
         let mut b = Backstop {
-            wake: Arc::new(eventfd()?),
+            wake: Arc::new(EventFd::new()?),
             cpus: cpus.to_vec(),
             shared,
             kicks: Vec::new(),
@@ -192,8 +144,8 @@ impl Backstop {
             threads: Vec::new(),
         };
         for (i, &cpu) in cpus.iter().enumerate() {
-            let timer = Arc::new(timerfd()?);
-            let kick = Arc::new(eventfd()?);
+            let timer = Arc::new(TimerFd::new()?);
+            let kick = Arc::new(EventFd::new()?);
             let (shared, kicked, wake) = (b.shared.clone(), kick.clone(), b.wake.clone());
             b.timers.push(timer.clone());
             let (tx, rx) = std::sync::mpsc::channel();
@@ -221,16 +173,6 @@ impl Backstop {
     /// Replaces every CPU's plan (CPUs not named get none) and returns the members the
     /// backstop froze since the last call.
     pub fn publish(&mut self, plans: Vec<(u32, Vec<Stop>)>) -> Vec<i32> {
-        let mut report = Vec::new();
-        self.publish_then(plans, |r| report = r);
-        report
-    }
-
-    /// [`Backstop::publish`], then `act` on the report before any backstop thread may act
-    /// again. A thaw outside the lock could undo a freeze the backstop made after the loop
-    /// took its report, and the loop would take a running member for frozen (issue 5: one
-    /// server ran 2 ms past its budget that way).
-    pub fn publish_then(&mut self, plans: Vec<(u32, Vec<Stop>)>, act: impl FnOnce(Vec<i32>)) {
         let mut g = lock(&self.shared);
         let report = std::mem::take(&mut g.report);
         for p in g.plans.iter_mut() {
@@ -244,8 +186,7 @@ impl Backstop {
         // The timer of the CPU the loop runs on is re-armed here (it then fires on that CPU).
         // Another CPU's thread whose timer is set for later (or not at all) is kicked to
         // re-arm now; one set for earlier wakes anyway, finds nothing due and re-arms itself.
-        // SAFETY: plain syscall without arguments.
-        let here = u32::try_from(unsafe { libc::sched_getcpu() }).ok();
+        let here = sched::current_cpu();
         for i in 0..g.plans.len() {
             let at = g.plans[i].iter().map(|s| s.at + SLACK).min().unwrap_or(0);
             if Some(self.cpus[i]) == here {
@@ -254,25 +195,21 @@ impl Backstop {
                     g.armed[i] = at;
                 }
             } else if at != 0 && (g.armed[i] == 0 || at < g.armed[i]) {
-                kick(&self.kicks[i]);
+                self.kicks[i].kick();
             }
         }
-        act(report);
+        report
     }
 
-    /// The members frozen since the last call (plans stay).
-    pub fn take_report(&mut self) -> Vec<i32> {
-        std::mem::take(&mut lock(&self.shared).report)
-    }
-
-    /// Runs `act` on the members frozen since the last call, with no backstop thread acting
-    /// until it returns: the loop thaws its members there, so a freeze can never land between
-    /// its look at the report and its thaw (the thaw would undo it unseen).
-    pub fn locked(&mut self, act: impl FnOnce(Vec<i32>)) {
+    /// The members frozen since the last call, with no backstop thread acting until the
+    /// returned lock is dropped: the loop thaws its members while holding it, so a freeze can
+    /// never land between its look at the report and its thaw (the thaw would undo it unseen,
+    /// and the loop would take a running member for frozen; issue 5: one server ran 2 ms past
+    /// its budget that way).
+    pub fn lock(&self) -> Locked<'_> {
         let mut g = lock(&self.shared);
         let report = std::mem::take(&mut g.report);
-        act(report);
-        drop(g);
+        Locked { _held: g, report }
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members.
@@ -281,22 +218,10 @@ impl Backstop {
         if deadline <= now {
             return;
         }
-        let d = deadline - now;
-        let ts = libc::timespec {
-            tv_sec: (d / 1_000_000_000) as libc::time_t,
-            tv_nsec: (d % 1_000_000_000) as libc::c_long,
-        };
-        let mut pfd = libc::pollfd {
-            fd: self.wake.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, a valid timeout, no signal mask change.
-        let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-        if r > 0 {
-            let mut buf = [0u8; 8];
-            // SAFETY: 8 writable bytes, the size of an eventfd counter.
-            unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        if let Ok(r) = fdwait::wait_readable(&[self.wake.as_fd()], Some(deadline - now)) {
+            if r[0] {
+                self.wake.take();
+            }
         }
     }
 
@@ -309,27 +234,13 @@ impl Backstop {
 
 /// A backstop thread: sleep on its timer (armed from here, so it fires on this CPU) or a kick;
 /// stop every planned group that is due, then re-arm for the next one.
-fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, kicked: &OwnedFd, wake: &OwnedFd) {
+fn watch(i: usize, shared: &Mutex<Shared>, timer: &TimerFd, kicked: &EventFd, wake: &EventFd) {
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: timer.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: kicked.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two valid pollfds, no timeout.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+        if fdwait::wait_readable(&[timer.as_fd(), kicked.as_fd()], None).is_err() {
             return;
         }
-        let expired = drain(timer);
-        drain(kicked);
+        let expired = timer.take_expired();
+        kicked.take();
         let mut g = lock(shared);
         if g.stop {
             return;
@@ -383,7 +294,7 @@ fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, kicked: &OwnedFd, wa
             }
         }
         drop(g);
-        kick(wake);
+        wake.kick();
     }
 }
 
@@ -391,7 +302,7 @@ impl Drop for Backstop {
     fn drop(&mut self) {
         lock(&self.shared).stop = true;
         for k in &self.kicks {
-            kick(k);
+            k.kick();
         }
         for h in self.threads.drain(..) {
             let _ = h.join();

@@ -213,12 +213,6 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         if base.is_some() {
             step_ns.push(rtbox_linux::monotonic_ns().saturating_sub(now));
         }
-        if std::env::var_os("RTBOX_CHARGED").is_some() {
-            for l in rt.log.drain(..) {
-                eprintln!("log: {l}");
-            }
-        }
-        rt.log.clear();
         let next = rt.to_monotonic(rt.next_wakeup(rt.now())).min(end);
         rt.follow_exhaustion();
         if std::env::var_os("RTBOX_STEPS").is_some() && base.is_some() && step_ns.len() < 300 {
@@ -275,7 +269,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     let mut audit = Vec::new();
     for b in &case.boxes {
         for cpu in 0..case.cpus {
-            if let Some(st) = rt.stats.get(&(b.name.clone(), cpu)) {
+            if let Some(st) = rt.server_stats(&b.name, cpu) {
                 if !st.kernel_overruns.is_empty() {
                     audit.push(Audit {
                         box_name: b.name.clone(),
@@ -304,11 +298,6 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         .collect();
     rt.shutdown();
     let _ = sched::set_attr(0, &SchedAttr::other(0));
-    for l in rt.log.drain(..) {
-        if std::env::var_os("RTBOX_CHARGED").is_some() {
-            eprintln!("log: {l}");
-        }
-    }
     drop(hogs);
     drop(un);
     Ok(Outcome {

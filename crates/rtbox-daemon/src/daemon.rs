@@ -293,24 +293,15 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         },
     )
     .map_err(DaemonError::Runtime)?;
-    for l in rt.log.drain(..) {
-        eprintln!("rtbox daemon: {l}");
-    }
     // Configured members, after admission and while still single-threaded and not yet FIFO
     // (started commands must not inherit the loop's priority).
     let mut commands = match crate::start::attach_members(&mut rt, &cfg.members) {
         Ok(c) => c,
         Err(e) => {
             rt.shutdown();
-            for l in rt.log.drain(..) {
-                eprintln!("rtbox daemon: {l}");
-            }
             return Err(DaemonError::Members(e));
         }
     };
-    for l in rt.log.drain(..) {
-        eprintln!("rtbox daemon: {l}");
-    }
     if let Some(dir) = cfg.socket.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -353,9 +344,6 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         }
         let now = rt.now();
         rt.step(now);
-        for l in rt.log.drain(..) {
-            eprintln!("rtbox daemon: {l}");
-        }
         for l in crate::start::reap_commands(&mut commands) {
             eprintln!("rtbox daemon: {l}");
         }
@@ -365,9 +353,6 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     }
     eprintln!("rtbox daemon: stopping, restoring every managed thread");
     rt.shutdown();
-    for l in rt.log.drain(..) {
-        eprintln!("rtbox daemon: {l}");
-    }
     // Commands the config started are the daemon's: restored above, then terminated.
     crate::start::stop_commands(&mut commands);
     let _ = std::fs::remove_file(&cfg.socket);
@@ -403,9 +388,7 @@ fn may_signal(uid: u32, pid: i32) -> Result<(), RuntimeError> {
     if uid == 0 || procfs::signal_uids(pid).is_ok_and(|ids| ids.contains(&uid)) {
         Ok(())
     } else {
-        Err(RuntimeError::Refused(format!(
-            "process {pid} does not belong to uid {uid}"
-        )))
+        Err(RuntimeError::NotOwner { pid, uid })
     }
 }
 
@@ -416,23 +399,23 @@ fn dispatch(
     uid: u32,
 ) -> Result<serde_json::Value, RuntimeError> {
     let root = uid == 0;
-    let need_root = |what: &str| {
+    let need_root = |what: &'static str| {
         if root {
             Ok(())
         } else {
-            Err(RuntimeError::Refused(format!("{what} needs root")))
+            Err(RuntimeError::NeedsRoot { what })
         }
     };
     match req {
         Request::Create { spec } => {
             need_root("box create")?;
-            rt.create_box(spec.to_spec().map_err(RuntimeError::Invalid)?)?;
+            rt.create_box(spec.to_spec().map_err(RuntimeError::BadRequest)?)?;
             access.set(&spec.name, spec.users.unwrap_or_default());
             Ok(serde_json::json!({}))
         }
         Request::Set { spec } => {
             need_root("box set")?;
-            rt.set_box(spec.to_spec().map_err(RuntimeError::Invalid)?)?;
+            rt.set_box(spec.to_spec().map_err(RuntimeError::BadRequest)?)?;
             if let Some(u) = spec.users {
                 access.set(&spec.name, u);
             }
@@ -455,14 +438,12 @@ fn dispatch(
                     if rt.specs().iter().any(|b| b.name == box_name)
                         && !access.may_use(rt.specs(), &box_name, uid)
                     {
-                        return Err(RuntimeError::Refused(format!(
-                            "box \"{box_name}\" does not list uid {uid} in its users"
-                        )));
+                        return Err(RuntimeError::NotUser { box_name, uid });
                     }
                     Target::Pid(p)
                 }
                 (Some(p), None) => {
-                    return Err(RuntimeError::Invalid(format!(
+                    return Err(RuntimeError::BadRequest(format!(
                         "pid = {p} is not a process id"
                     )))
                 }
@@ -471,7 +452,7 @@ fn dispatch(
                     Target::Cgroup(PathBuf::from(c))
                 }
                 _ => {
-                    return Err(RuntimeError::Invalid(
+                    return Err(RuntimeError::BadRequest(
                         "attach: give exactly one of pid, cgroup".into(),
                     ))
                 }

@@ -130,10 +130,7 @@ pub fn attach_members(rt: &mut Runtime, members: &[BoxMembers]) -> Result<Vec<i3
         let n = rt
             .attach(&p.from.box_name, p.target)
             .map_err(|e| at(p.from, p.field.clone(), e))?;
-        rt.log.push(format!(
-            "config: box \"{}\": {} attached ({n} threads)",
-            p.from.box_name, p.field
-        ));
+        tracing::info!(box_name = %p.from.box_name, field = %p.field, threads = n, "config: attached");
     }
     let mut started = Vec::new();
     for b in members {
@@ -141,10 +138,7 @@ pub fn attach_members(rt: &mut Runtime, members: &[BoxMembers]) -> Result<Vec<i3
             let field = format!("members.commands[{i}] = {argv:?}");
             match start_in_box(rt, &b.box_name, argv) {
                 Ok(pid) => {
-                    rt.log.push(format!(
-                        "config: box \"{}\": {field} started as process {pid}",
-                        b.box_name
-                    ));
+                    tracing::info!(box_name = %b.box_name, field = %field, pid, "config: command started");
                     started.push(pid);
                 }
                 Err(e) => {

@@ -10,11 +10,13 @@
 //! - [`perf`]: exact per-thread CPU time through the perf task clock.
 //! - [`procevents`]: forks, execs and exits as they happen (netlink proc connector).
 //! - [`snapshot`]: a thread's original state and its restoration.
+//! - [`fdwait`]: timerfd, eventfd and waiting on them (the backstop's wake-ups).
 //! - [`journal`] and [`watchdog`]: crash safety (write-ahead state file, a forked supervisor that
 //!   restores everything when the daemon dies, even by `kill -9`).
 
 pub mod cgroup;
 pub mod error;
+pub mod fdwait;
 pub mod gated;
 pub mod journal;
 pub mod perf;

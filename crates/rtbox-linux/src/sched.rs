@@ -266,6 +266,12 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// The CPU the calling thread runs on now (`None` if the kernel cannot tell).
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu has no preconditions.
+    u32::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 /// The kernel's global RT limit: `sched_rt_runtime_us` of every `sched_rt_period_us`, in
 /// microseconds; `None` when unlimited (-1) or unreadable.
 pub fn rt_limit() -> Option<(u64, u64)> {

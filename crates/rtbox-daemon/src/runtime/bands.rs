@@ -1,0 +1,384 @@
+//! From the core's state to each member's desired state: EDF ranks become SCHED_FIFO priority
+//! bands, members keep their relative priorities inside their box's band, and members whose
+//! server is throttled are stopped. Pure: no system calls (tested without root).
+
+use std::collections::BTreeMap;
+
+use rtbox_core::ServerId;
+use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_model::Mode;
+
+use super::apply::Applied;
+
+/// Highest SCHED_FIFO priority given to members (the most urgent server's top member).
+pub const PRIO_HI: u32 = 89;
+/// Lowest SCHED_FIFO priority given to members. Unmanaged RT threads below this run in what
+/// the boxes leave; unmanaged RT threads above [`PRIO_HI`] preempt every box.
+pub const PRIO_LO: u32 = 40;
+
+/// A server's band: its top priority and how many priorities it spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Band {
+    pub top: u32,
+    pub width: u32,
+}
+
+/// Per CPU, the non-throttled servers in EDF order (most urgent first) each get an equal band
+/// of [`PRIO_LO`]..=[`PRIO_HI`], the most urgent on top: fixed priorities then run the server
+/// with the earliest deadline first, as EDF does (Abeni & Buttazzo 1998, CBS on EDF).
+pub fn bands(edf: &BTreeMap<u32, Vec<ServerId>>) -> BTreeMap<ServerId, Band> {
+    let range = PRIO_HI - PRIO_LO + 1;
+    let mut out = BTreeMap::new();
+    for v in edf.values() {
+        let width = (range / v.len().max(1) as u32).max(1);
+        for (rank, s) in v.iter().enumerate() {
+            let top = PRIO_HI.saturating_sub(rank as u32 * width).max(PRIO_LO);
+            out.insert(*s, Band { top, width });
+        }
+    }
+    out
+}
+
+/// The distinct original RT priorities of a box's members, highest first: a member's local
+/// rank is its index here.
+pub fn local_ranks<'a>(
+    members: impl Iterator<Item = (&'a str, u32)>,
+) -> BTreeMap<&'a str, Vec<u32>> {
+    let mut local: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (b, p) in members {
+        local.entry(b).or_default().push(p);
+    }
+    for v in local.values_mut() {
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.dedup();
+    }
+    local
+}
+
+/// The priority of local rank `rank` inside `band` (ranks past its width share its bottom).
+pub fn band_priority(band: Band, rank: u32) -> u32 {
+    (band.top - rank.min(band.width - 1)).max(PRIO_LO)
+}
+
+/// The nice level of a shared box: the heaviest box gets nice 0, a box with 1/1.25 of its
+/// weight nice 1, and so on (CFS weights grow by ~1.25 per nice step), capped at 19.
+pub fn shared_nice(weight: u32, max_weight: u32) -> i32 {
+    let ratio = f64::from(max_weight.max(1)) / f64::from(weight.max(1));
+    (ratio.ln() / 1.25f64.ln()).round().clamp(0.0, 19.0) as i32
+}
+
+/// A box as `decide` needs it.
+#[derive(Debug, Clone)]
+pub struct BoxView<'a> {
+    pub mode: Mode,
+    /// `Some(weight)` for a shared box (runs in what the reservations leave).
+    pub shared: Option<u32>,
+    pub cpus: Vec<u32>,
+    /// Its servers in the core.
+    pub servers: &'a [ServerId],
+}
+
+/// A member as `decide` needs it.
+#[derive(Debug, Clone)]
+pub struct MemberView<'a> {
+    pub tid: i32,
+    pub box_name: &'a str,
+    pub local_prio: u32,
+    pub ready: bool,
+    /// The core's placement of its task.
+    pub placed: Option<ServerId>,
+    pub last_server: Option<ServerId>,
+    pub applied: Option<&'a Applied>,
+    /// Its own policy and affinity from before rtbox.
+    pub original: SchedAttr,
+    pub original_cpus: &'a [u32],
+}
+
+/// What a member must look like now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub tid: i32,
+    /// The server charged for its CPU time until the next decision.
+    pub charge_to: Option<ServerId>,
+    pub last_server: Option<ServerId>,
+    /// `None`: leave it as it is (its box is gone).
+    pub want: Option<Applied>,
+}
+
+/// The core's state `decide` reads.
+pub struct CoreView<'a> {
+    /// Per CPU the non-throttled servers in EDF order.
+    pub edf: &'a BTreeMap<u32, Vec<ServerId>>,
+    /// The CPU of a server.
+    pub cpu_of: &'a dyn Fn(ServerId) -> u32,
+}
+
+/// Decides what each member must look like after the core's decisions:
+/// - a member of a shared box (or one without servers) runs as a normal thread (its own normal
+///   policy; an RT or deadline member would preempt every reservation, so it runs as
+///   SCHED_OTHER while managed) on the box's CPUs, at a nice level from the box's weight;
+/// - a member whose server runs gets its band's priority for its local rank, on the server's
+///   CPU; a sleeping member keeps a vCPU with budget so it runs at once when it wakes;
+/// - otherwise a hard-mode member is frozen (charged to its last vCPU until the freeze takes
+///   effect), a reclaim-mode member runs SCHED_IDLE on the box's server CPUs.
+pub fn decide(
+    core: &CoreView<'_>,
+    boxes: &BTreeMap<&str, BoxView<'_>>,
+    members: &[MemberView<'_>],
+) -> Vec<Decision> {
+    let slot = bands(core.edf);
+    let local = local_ranks(members.iter().map(|m| (m.box_name, m.local_prio)));
+    let max_weight = boxes.values().filter_map(|b| b.shared).max().unwrap_or(1);
+    let mut out = Vec::with_capacity(members.len());
+    for m in members {
+        let Some(b) = boxes.get(m.box_name) else {
+            // Unknown box: left as it is, charged to nobody.
+            out.push(Decision {
+                tid: m.tid,
+                charge_to: None,
+                last_server: m.last_server,
+                want: None,
+            });
+            continue;
+        };
+        if b.shared.is_some() || b.servers.is_empty() {
+            let mut attr = m.original;
+            if attr.is_rt() || attr.policy == sched::SCHED_DEADLINE {
+                attr = SchedAttr::other(attr.nice);
+            }
+            if let Some(weight) = b.shared {
+                attr.nice = shared_nice(weight, max_weight);
+            }
+            out.push(Decision {
+                tid: m.tid,
+                charge_to: None,
+                last_server: m.last_server,
+                want: Some(Applied {
+                    attr,
+                    cpus: b.cpus.clone(),
+                    frozen: false,
+                }),
+            });
+            continue;
+        }
+        let live = |s: &ServerId| slot.contains_key(s);
+        let server = m.placed.filter(live).or_else(|| {
+            if m.ready {
+                None
+            } else {
+                m.last_server
+                    .filter(live)
+                    .or_else(|| b.servers.iter().copied().find(live))
+            }
+        });
+        let d = match server {
+            Some(s) => {
+                let rank = local[m.box_name]
+                    .iter()
+                    .position(|&p| p == m.local_prio)
+                    .unwrap_or(0) as u32;
+                Decision {
+                    tid: m.tid,
+                    charge_to: Some(s),
+                    last_server: Some(s),
+                    want: Some(Applied {
+                        attr: SchedAttr::fifo(band_priority(slot[&s], rank)),
+                        cpus: vec![(core.cpu_of)(s)],
+                        frozen: false,
+                    }),
+                }
+            }
+            None => match b.mode {
+                Mode::Hard => {
+                    let prev = m.applied.cloned().unwrap_or(Applied {
+                        attr: SchedAttr::fifo(PRIO_LO),
+                        cpus: m.original_cpus.to_vec(),
+                        frozen: true,
+                    });
+                    Decision {
+                        tid: m.tid,
+                        // Charged to its last vCPU until the freeze takes effect.
+                        charge_to: m.last_server.or(m.placed),
+                        last_server: m.last_server,
+                        want: Some(Applied {
+                            frozen: true,
+                            ..prev
+                        }),
+                    }
+                }
+                Mode::Reclaim => Decision {
+                    tid: m.tid,
+                    charge_to: None,
+                    last_server: m.last_server,
+                    want: Some(Applied {
+                        attr: SchedAttr::idle(),
+                        cpus: b.servers.iter().map(|s| (core.cpu_of)(*s)).collect(),
+                        frozen: false,
+                    }),
+                },
+            },
+        };
+        out.push(d);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'a>(tid: i32, bx: &'a str, prio: u32, placed: Option<u32>) -> MemberView<'a> {
+        MemberView {
+            tid,
+            box_name: bx,
+            local_prio: prio,
+            ready: true,
+            placed: placed.map(ServerId),
+            last_server: None,
+            applied: None,
+            original: SchedAttr::other(0),
+            original_cpus: &[0, 1],
+        }
+    }
+
+    #[test]
+    fn edf_ranks_become_bands_most_urgent_on_top() {
+        let edf = BTreeMap::from([(0, vec![ServerId(2), ServerId(0)]), (1, vec![ServerId(1)])]);
+        let b = bands(&edf);
+        assert_eq!(b[&ServerId(2)], Band { top: 89, width: 25 });
+        assert_eq!(b[&ServerId(0)], Band { top: 64, width: 25 });
+        assert_eq!(b[&ServerId(1)], Band { top: 89, width: 50 });
+        assert_eq!(band_priority(b[&ServerId(0)], 0), 64);
+        assert_eq!(
+            band_priority(b[&ServerId(0)], 99),
+            40,
+            "deep ranks share the bottom"
+        );
+    }
+
+    #[test]
+    fn local_ranks_keep_relative_priorities_inside_a_box() {
+        let l = local_ranks([("a", 10), ("a", 50), ("a", 10), ("b", 0)].into_iter());
+        assert_eq!(l["a"], vec![50, 10]);
+        assert_eq!(l["b"], vec![0]);
+    }
+
+    #[test]
+    fn shared_boxes_get_nice_levels_from_their_weights() {
+        assert_eq!(shared_nice(100, 100), 0);
+        assert_eq!(shared_nice(80, 100), 1);
+        assert_eq!(shared_nice(1, 1_000_000), 19);
+    }
+
+    fn boxes<'a>(servers: &'a [ServerId], mode: Mode) -> BTreeMap<&'a str, BoxView<'a>> {
+        BTreeMap::from([
+            (
+                "rt",
+                BoxView {
+                    mode,
+                    shared: None,
+                    cpus: vec![0, 1],
+                    servers,
+                },
+            ),
+            (
+                "bg",
+                BoxView {
+                    mode: Mode::Hard,
+                    shared: Some(50),
+                    cpus: vec![1],
+                    servers: &[],
+                },
+            ),
+        ])
+    }
+
+    #[test]
+    fn running_members_get_their_band_and_cpu_shared_ones_run_normally() {
+        let servers = [ServerId(0), ServerId(1)];
+        let edf = BTreeMap::from([(0, vec![ServerId(0)]), (1, vec![ServerId(1)])]);
+        let cpu_of = |s: ServerId| s.0;
+        let core = CoreView {
+            edf: &edf,
+            cpu_of: &cpu_of,
+        };
+        let mut rt = view(7, "bg", 0, None);
+        rt.original = SchedAttr::fifo(30);
+        let d = decide(
+            &core,
+            &boxes(&servers, Mode::Hard),
+            &[view(5, "rt", 20, Some(1)), view(6, "rt", 10, Some(1)), rt],
+        );
+        assert_eq!(d[0].charge_to, Some(ServerId(1)));
+        assert_eq!(d[0].want.as_ref().unwrap().attr, SchedAttr::fifo(89));
+        assert_eq!(d[0].want.as_ref().unwrap().cpus, vec![1]);
+        assert_eq!(
+            d[1].want.as_ref().unwrap().attr,
+            SchedAttr::fifo(88),
+            "lower original priority, one below"
+        );
+        let bg = d[2].want.as_ref().unwrap();
+        assert_eq!(
+            bg.attr,
+            SchedAttr::other(0),
+            "an RT member of a shared box runs normal"
+        );
+        assert_eq!((bg.cpus.clone(), d[2].charge_to), (vec![1], None));
+    }
+
+    #[test]
+    fn a_throttled_server_freezes_hard_members_and_idles_reclaim_members() {
+        let servers = [ServerId(0)];
+        let edf = BTreeMap::new(); // every server throttled
+        let cpu_of = |s: ServerId| s.0;
+        let core = CoreView {
+            edf: &edf,
+            cpu_of: &cpu_of,
+        };
+        let mut m = view(5, "rt", 0, Some(0));
+        m.last_server = Some(ServerId(0));
+        let before = Applied {
+            attr: SchedAttr::fifo(89),
+            cpus: vec![0],
+            frozen: false,
+        };
+        m.applied = Some(&before);
+        let d = decide(
+            &core,
+            &boxes(&servers, Mode::Hard),
+            std::slice::from_ref(&m),
+        );
+        assert_eq!(
+            d[0].want,
+            Some(Applied {
+                frozen: true,
+                ..before.clone()
+            })
+        );
+        assert_eq!(
+            d[0].charge_to,
+            Some(ServerId(0)),
+            "charged until the freeze lands"
+        );
+        let d = decide(&core, &boxes(&servers, Mode::Reclaim), &[m]);
+        assert_eq!(d[0].want.as_ref().unwrap().attr, SchedAttr::idle());
+        assert_eq!(d[0].charge_to, None);
+    }
+
+    #[test]
+    fn a_sleeping_member_keeps_a_live_vcpu() {
+        let servers = [ServerId(0), ServerId(1)];
+        let edf = BTreeMap::from([(1, vec![ServerId(1)])]);
+        let cpu_of = |s: ServerId| s.0;
+        let core = CoreView {
+            edf: &edf,
+            cpu_of: &cpu_of,
+        };
+        let mut m = view(5, "rt", 0, None);
+        m.ready = false;
+        m.last_server = Some(ServerId(0)); // throttled now
+        let d = decide(&core, &boxes(&servers, Mode::Hard), &[m]);
+        assert_eq!(d[0].charge_to, Some(ServerId(1)));
+        assert_eq!(d[0].want.as_ref().unwrap().cpus, vec![1]);
+    }
+}

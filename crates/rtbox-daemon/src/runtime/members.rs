@@ -1,0 +1,921 @@
+//! The members table: threads under rtbox's control, the processes and cgroups they came from,
+//! the crash journal that records their original state, and the membership scans (process
+//! events, /proc, attached cgroups, policy drift).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rtbox_core::{Scheduler, ServerId, TaskId, TaskParams};
+use rtbox_linux::cgroup::{self, Layout};
+use rtbox_linux::journal::{Journal, JournalState, ProcessEntry};
+use rtbox_linux::perf::TaskClock;
+use rtbox_linux::procevents::{ProcEvent, ProcEvents};
+use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_linux::snapshot::ThreadSnapshot;
+use rtbox_linux::{procfs, LinuxError};
+use rtbox_model::{Nanos, System};
+
+use super::apply::{self, Applied};
+use super::error::RuntimeError;
+use crate::charge::MemberCharge;
+
+/// How long a member the loop thawed counts as ready without being seen running. A thaw wakes
+/// the thread at once, but on an idle vCPU the wake-up waits until the host runs that vCPU
+/// (measured up to ~1 ms here), and /proc shows the thread sleeping meanwhile; taken as
+/// blocked, it then ran unseen until the next poll: one period 933-958 us over Q.
+const THAW_GRACE: Nanos = 2_000_000;
+
+/// How often a blocked member's charge is reconciled with the kernel's accounting.
+const PAIR_EVERY: Nanos = 20_000_000;
+
+/// A thread under rtbox's control.
+#[derive(Debug)]
+pub struct Member {
+    pub pid: i32,
+    pub box_name: String,
+    pub task: TaskId,
+    pub clock: Option<Arc<TaskClock>>,
+    /// Its perf clock readings turned into charges, less steal found off CPU.
+    pub charge: MemberCharge,
+    /// Its schedstat kept open: the kernel's CPU time, read when it is off CPU.
+    schedstat: Option<procfs::SchedstatFile>,
+    /// When the last (perf, kernel) pair was taken; whether one was taken in this freeze.
+    paired_at: Nanos,
+    paired_frozen: bool,
+    /// When the loop thawed it, until it is seen running (see [`THAW_GRACE`]).
+    thawed_at: Option<Nanos>,
+    /// Original RT priority (0 for normal threads): the box keeps their relative order.
+    pub local_prio: u32,
+    /// The server charged for its CPU time until the next decision.
+    pub charge_to: Option<ServerId>,
+    /// Its last vCPU: charged for what runs after a throttle until the stop takes effect.
+    pub last_server: Option<ServerId>,
+    pub applied: Option<Applied>,
+    pub ready: bool,
+    /// Its stat file kept open (state polled every step without reopening).
+    stat: Option<procfs::StatFile>,
+    /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
+    pub freeze: Option<Arc<std::fs::File>>,
+    pub snapshot: ThreadSnapshot,
+}
+
+impl Member {
+    /// Reads the kernel's CPU time between two perf reads; if the perf clock did not move, the
+    /// member was off CPU throughout and the pair is exact: returns the steal found with it.
+    fn take_pair(&mut self, perf: u64) -> Option<u64> {
+        let kernel = self.kernel_time_if_still(perf)?;
+        Some(self.charge.reconcile(perf, kernel))
+    }
+
+    /// The kernel's CPU time if the member is verifiably off CPU now (see [`Member::take_pair`]).
+    pub fn kernel_time_off_cpu(&mut self) -> Option<u64> {
+        let perf = self.clock.as_ref()?.read().ok()?;
+        self.kernel_time_if_still(perf)
+    }
+
+    /// The kernel's CPU time, if the perf clock still reads `perf` after it was read: the
+    /// member did not run around the read, so the (tick-updated) kernel figure is exact.
+    fn kernel_time_if_still(&mut self, perf: u64) -> Option<u64> {
+        let kernel = self.schedstat.as_mut()?.sum_exec_runtime()?;
+        (self.clock.as_ref()?.read().ok()? == perf).then_some(kernel)
+    }
+
+    pub fn frozen(&self) -> bool {
+        self.applied.as_ref().is_some_and(|a| a.frozen)
+    }
+
+    /// Whether it should count as runnable now: frozen (a frozen thread reads as sleeping but
+    /// wants to run), thawed but not yet seen running (its wake-up may still wait on its idle
+    /// vCPU while /proc shows it sleeping), or runnable by /proc.
+    fn runnable(&mut self, tid: i32, now: Nanos) -> bool {
+        let thawing = self
+            .thawed_at
+            .is_some_and(|t| now.saturating_sub(t) < THAW_GRACE);
+        self.frozen()
+            || thawing
+            || match self.stat.as_mut() {
+                Some(f) => f.runnable(),
+                None => procfs::stat(tid).map(|s| s.runnable()).unwrap_or(false),
+            }
+    }
+}
+
+/// What a box is attached to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Pid(i32),
+    /// A cgroup directory (v1 or v2); its threads join.
+    Cgroup(PathBuf),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Pid(p) => write!(f, "process {p}"),
+            Target::Cgroup(d) => write!(f, "cgroup {}", d.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Attachment {
+    box_name: String,
+    target: Target,
+}
+
+/// Registers a member's task with the core: in its box, or (should the core refuse that) as a
+/// background task, so the member is still tracked and released.
+pub fn register(sched: &mut Scheduler, tid: i32, box_name: &str, prio: u32) -> TaskId {
+    let p = TaskParams {
+        box_name: Some(box_name.to_string()),
+        ..TaskParams::background(format!("t{tid}"), prio)
+    };
+    match sched.add_task(p) {
+        Ok(t) => t,
+        Err(_) => sched
+            .add_task(TaskParams::background(format!("t{tid}"), prio))
+            .expect("background task"),
+    }
+}
+
+/// The threads of an attach target now.
+fn target_threads(target: &Target) -> Result<Vec<i32>, RuntimeError> {
+    match target {
+        Target::Pid(pid) => Ok(procfs::threads_of(*pid)?),
+        Target::Cgroup(dir) => {
+            let f = if dir.join("cgroup.threads").exists() {
+                dir.join("cgroup.threads")
+            } else {
+                dir.join("tasks")
+            };
+            let text = std::fs::read_to_string(&f).map_err(|e| LinuxError::io(&f, e))?;
+            Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        }
+    }
+}
+
+/// When the membership scans ran.
+#[derive(Debug, Default)]
+struct ScanClock {
+    last_scan: Nanos,
+    /// When the last full scan ran (with process events, the frequent scan only looks at
+    /// attached cgroups).
+    last_full_scan: Nanos,
+    /// Process events were lost: the next step scans everything.
+    force_full: bool,
+}
+
+/// The members and everything that records or finds them.
+pub struct Members {
+    pub layout: Layout,
+    pub by_tid: BTreeMap<i32, Member>,
+    /// Member processes and their boxes.
+    procs: BTreeMap<i32, String>,
+    attachments: Vec<Attachment>,
+    journal: Journal,
+    jstate: JournalState,
+    /// Every pid seen by the last /proc scan (the fallback finds new children by it).
+    seen_pids: BTreeSet<i32>,
+    /// Forks and exits from the kernel's proc connector; `None` where it is unavailable (then
+    /// every scan is a full /proc scan).
+    events: Option<ProcEvents>,
+    scans: ScanClock,
+    /// Members joined, or changed their own policy or affinity, since the last step: they run
+    /// unmanaged until a step places them, so the loop steps again at once.
+    pub unplaced: bool,
+}
+
+impl Members {
+    pub fn new(layout: Layout, journal: Journal, events: Option<ProcEvents>) -> Self {
+        Members {
+            jstate: JournalState::new(layout.clone()),
+            layout,
+            by_tid: BTreeMap::new(),
+            procs: BTreeMap::new(),
+            attachments: Vec::new(),
+            journal,
+            seen_pids: BTreeSet::new(),
+            events,
+            scans: ScanClock::default(),
+            unplaced: false,
+        }
+    }
+
+    /// Writes the (empty) journal: from here a crash leaves a record.
+    pub fn save_journal(&self) -> Result<(), LinuxError> {
+        self.journal.save(&self.jstate)
+    }
+
+    pub fn tids_of(&self, box_name: &str) -> Vec<i32> {
+        self.by_tid
+            .iter()
+            .filter(|(_, m)| m.box_name == box_name)
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// Records that the backstop froze these members.
+    pub fn mark_frozen(&mut self, tids: &[i32]) {
+        for tid in tids {
+            if let Some(a) = self.by_tid.get_mut(tid).and_then(|m| m.applied.as_mut()) {
+                a.frozen = true;
+            }
+        }
+    }
+
+    // ---- attach and detach -------------------------------------------------------------------
+
+    /// Attach a process (all its threads, and later its children) or a cgroup to a box (which
+    /// the caller checked exists).
+    pub fn attach(
+        &mut self,
+        sched: &mut Scheduler,
+        box_name: &str,
+        target: Target,
+    ) -> Result<usize, RuntimeError> {
+        if let Some(a) = self.attachments.iter().find(|a| a.target == target) {
+            return Err(RuntimeError::AlreadyAttached {
+                target,
+                box_name: a.box_name.clone(),
+            });
+        }
+        let tids = target_threads(&target)?;
+        if let Target::Pid(pid) = target {
+            if pid as u32 == std::process::id() {
+                return Err(RuntimeError::AttachSelf);
+            }
+        }
+        let n = self.add_threads(sched, box_name, &tids);
+        self.attachments.push(Attachment {
+            box_name: box_name.to_string(),
+            target,
+        });
+        Ok(n)
+    }
+
+    /// The members to release for a detach of a pid, a cgroup or a whole box; the attachment
+    /// is dropped.
+    pub fn detach_targets(
+        &mut self,
+        pid: Option<i32>,
+        cgroup: Option<PathBuf>,
+        box_name: Option<&str>,
+    ) -> Result<Vec<i32>, RuntimeError> {
+        Ok(match (pid, cgroup, box_name) {
+            (Some(pid), None, None) => {
+                self.attachments.retain(|a| a.target != Target::Pid(pid));
+                self.by_tid
+                    .iter()
+                    .filter(|(_, m)| m.pid == pid)
+                    .map(|(t, _)| *t)
+                    .collect()
+            }
+            (None, Some(dir), None) => {
+                let target = Target::Cgroup(dir);
+                if !self.attachments.iter().any(|a| a.target == target) {
+                    return Err(RuntimeError::NotAttached { target });
+                }
+                self.attachments.retain(|a| a.target != target);
+                let tids = target_threads(&target).unwrap_or_default();
+                tids.into_iter()
+                    .filter(|t| self.by_tid.contains_key(t))
+                    .collect()
+            }
+            (None, None, Some(b)) => {
+                self.attachments.retain(|a| a.box_name != b);
+                self.tids_of(b)
+            }
+            _ => return Err(RuntimeError::DetachWhat),
+        })
+    }
+
+    /// Take threads under control: journal first, then change them.
+    pub fn add_threads(&mut self, sched: &mut Scheduler, box_name: &str, tids: &[i32]) -> usize {
+        let mut fresh = Vec::new();
+        for &tid in tids {
+            if self.by_tid.contains_key(&tid) {
+                continue;
+            }
+            match ThreadSnapshot::capture(tid) {
+                Ok(s) => fresh.push(s),
+                Err(e) if e.is_gone() => {}
+                Err(e) => tracing::warn!(tid, error = %e, "attach: cannot record thread"),
+            }
+        }
+        if fresh.is_empty() {
+            return 0;
+        }
+        let mut new_pids = Vec::new();
+        for s in &fresh {
+            if !self.jstate.processes.contains_key(&s.pid) && !self.procs.contains_key(&s.pid) {
+                // A child forked by a member starts inside the parent's freeze group: its
+                // original cgroup is the one the parent had before rtbox moved it.
+                let mut v2_original = s.cgroups.v2.clone();
+                if v2_original
+                    .as_deref()
+                    .is_some_and(|p| p.starts_with("/rtbox/p"))
+                {
+                    let parent = procfs::stat(s.pid).ok().map(|st| st.ppid);
+                    v2_original = parent
+                        .and_then(|pp| self.jstate.processes.get(&pp))
+                        .and_then(|e| e.v2_original.clone())
+                        .or_else(|| Some("/".to_string()));
+                }
+                self.jstate.processes.insert(
+                    s.pid,
+                    ProcessEntry {
+                        v2_original,
+                        freeze_group: self.layout.v2.is_some(),
+                    },
+                );
+                new_pids.push(s.pid);
+            }
+            self.jstate.threads.insert(s.tid, s.clone());
+        }
+        if let Err(e) = self.journal.save(&self.jstate) {
+            tracing::warn!(error = %e, threads = fresh.len(), "journal not written; not attaching");
+            for s in &fresh {
+                self.jstate.threads.remove(&s.tid);
+            }
+            return 0;
+        }
+        for pid in new_pids {
+            self.procs.insert(pid, box_name.to_string());
+            if self.layout.v2.is_some() {
+                if let Err(e) = cgroup::freeze_group_create(&self.layout, pid) {
+                    tracing::warn!(pid, error = %e, "cannot create the process's freeze group");
+                }
+            }
+        }
+        let n = fresh.len();
+        self.unplaced = true;
+        for s in fresh {
+            let tid = s.tid;
+            if let Some(dir) = cgroup::freeze_dir(&self.layout, s.pid) {
+                if dir.exists() {
+                    if let Err(e) = cgroup::freeze_place_thread(&dir, tid) {
+                        tracing::warn!(tid, error = %e, "cannot move thread to its freeze cgroup");
+                    }
+                }
+            }
+            if let Some(v1) = &s.cgroups.v1_cpu {
+                if v1 != "/" && cgroup::v1_cpu_denies_rt(&self.layout, v1) {
+                    if let Err(e) = cgroup::v1_cpu_move(&self.layout, tid, "/") {
+                        tracing::warn!(tid, cgroup = %v1, error = %e, "v1 cpu cgroup has no RT runtime and moving the thread out failed");
+                    }
+                }
+            }
+            let local_prio = if s.attr.is_rt() { s.attr.priority } else { 0 };
+            let task = register(sched, tid, box_name, local_prio);
+            let clock = match TaskClock::open(tid) {
+                Ok(c) => Some(Arc::new(c)),
+                Err(e) => {
+                    tracing::warn!(tid, error = %e, "perf task clock unavailable");
+                    None
+                }
+            };
+            let charge = MemberCharge::new(clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
+            tracing::debug!(tid, pid = s.pid, box_name, "member joined");
+            self.by_tid.insert(
+                tid,
+                Member {
+                    pid: s.pid,
+                    box_name: box_name.to_string(),
+                    task,
+                    clock,
+                    charge,
+                    schedstat: procfs::SchedstatFile::open(tid).ok(),
+                    paired_at: 0,
+                    paired_frozen: false,
+                    thawed_at: None,
+                    local_prio,
+                    charge_to: None,
+                    last_server: None,
+                    applied: None,
+                    ready: false,
+                    stat: procfs::StatFile::open(tid).ok(),
+                    freeze: None,
+                    snapshot: s,
+                },
+            );
+        }
+        n
+    }
+
+    /// Give a thread back its original state and forget it. The caller withdrew the backstop's
+    /// plans first (no backstop may stop it once thawed).
+    pub fn release(&mut self, sched: &mut Scheduler, now: Nanos, tid: i32) {
+        let Some(m) = self.by_tid.remove(&tid) else {
+            return;
+        };
+        let _ = sched.block(now, m.task);
+        if let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) {
+            let _ = cgroup::freeze_thread(&dir, tid, false);
+        }
+        if let Err(e) = m.snapshot.restore(&self.layout) {
+            tracing::warn!(tid, error = %e, "cannot restore thread");
+        }
+        self.jstate.threads.remove(&tid);
+        if let Err(e) = self.journal.save(&self.jstate) {
+            tracing::warn!(error = %e, "journal not written");
+        }
+    }
+
+    /// Drops an exited member (no restore: the thread is gone) and its journal entry.
+    pub fn forget_exited(&mut self, sched: &mut Scheduler, now: Nanos, tid: i32) {
+        if let Some(m) = self.by_tid.remove(&tid) {
+            let _ = sched.block(now, m.task);
+            self.jstate.threads.remove(&tid);
+        }
+    }
+
+    /// Processes without members leave their freeze group and the journal.
+    pub fn release_empty_processes(&mut self) {
+        let live: BTreeSet<i32> = self.by_tid.values().map(|m| m.pid).collect();
+        let attached: BTreeSet<i32> = self
+            .attachments
+            .iter()
+            .filter_map(|a| match a.target {
+                Target::Pid(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let empty: Vec<i32> = self
+            .jstate
+            .processes
+            .keys()
+            .copied()
+            .filter(|p| !(live.contains(p) || attached.contains(p) && procfs::stat(*p).is_ok()))
+            .collect();
+        if empty.is_empty() {
+            return;
+        }
+        let mut changed = false;
+        for pid in empty {
+            if let Some(p) = self.jstate.processes.get(&pid) {
+                // An exiting process may still be linked to its group: keep the entry and
+                // retry at the next scan (or at shutdown / by the watchdog). Not logged: a
+                // zombie not yet reaped would log every scan.
+                if p.freeze_group
+                    && cgroup::freeze_group_remove(&self.layout, pid, p.v2_original.as_deref())
+                        .is_err()
+                {
+                    self.procs.remove(&pid);
+                    continue;
+                }
+            }
+            self.jstate.processes.remove(&pid);
+            changed = true;
+            self.procs.remove(&pid);
+            self.attachments.retain(|a| a.target != Target::Pid(pid));
+        }
+        if changed {
+            if let Err(e) = self.journal.save(&self.jstate) {
+                tracing::warn!(error = %e, "journal not written");
+            }
+        }
+    }
+
+    /// Every member left; restore what the journal still holds and clear it.
+    pub fn finish(&mut self) {
+        self.attachments.clear();
+        self.release_empty_processes();
+        let rep = self.jstate.restore_all();
+        for e in &rep.errors {
+            tracing::warn!(error = %e, "shutdown: restore failed");
+        }
+        cgroup::remove_rtbox_root(&self.layout);
+        let _ = self.journal.clear();
+    }
+
+    /// After a box change: members of boxes that no longer exist are returned (to release);
+    /// attachments and processes of such boxes are dropped.
+    pub fn orphans(&mut self, system: &System) -> Vec<i32> {
+        self.attachments
+            .retain(|a| system.get(&a.box_name).is_some());
+        self.by_tid
+            .iter()
+            .filter(|(_, m)| system.get(&m.box_name).is_none())
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// After a box change: each member's servers by the core's old -> new map (`None` for a
+    /// server that is gone: the next decision picks another).
+    pub fn remap(&mut self, map: &dyn Fn(ServerId) -> Option<ServerId>) {
+        for m in self.by_tid.values_mut() {
+            m.charge_to = m.charge_to.and_then(map);
+            m.last_server = m.last_server.and_then(map);
+        }
+    }
+
+    /// Drops member processes of boxes the system no longer has.
+    pub fn drop_processes_outside(&mut self, system: &System) {
+        self.procs.retain(|_, b| system.get(b).is_some());
+        self.release_empty_processes();
+    }
+
+    // ---- charging -----------------------------------------------------------------------------
+
+    /// Charges each member's measured CPU time to its server and tells the core which members
+    /// are runnable. Off CPU (frozen, or blocked when last seen) a (perf, kernel) pair is taken
+    /// once per freeze, and at most every [`PAIR_EVERY`] while blocked, to find host steal.
+    pub fn charge(&mut self, sched: &mut Scheduler, now: Nanos) {
+        for (tid, m) in self.by_tid.iter_mut() {
+            let frozen = m.frozen();
+            if let Some(v) = m.clock.as_ref().and_then(|c| c.read().ok()) {
+                let d = m.charge.advance(v);
+                if d > 0 {
+                    m.thawed_at = None;
+                    if let Some(s) = m.charge_to {
+                        let _ = sched.charge(now, s, d);
+                    }
+                }
+                let due = if frozen {
+                    !m.paired_frozen
+                } else {
+                    !m.ready && now.saturating_sub(m.paired_at) >= PAIR_EVERY
+                };
+                if due {
+                    if let Some(steal) = m.take_pair(v) {
+                        m.paired_at = now;
+                        m.paired_frozen = frozen;
+                        // Refund only where it cannot lift a period above Q: to the server
+                        // that throttled the member (its budget is then the next period's,
+                        // untouched, and the refund stops at Q). A member that blocked by
+                        // itself keeps the charge: its server may be mid-period.
+                        if let Some(s) = m.charge_to.or(m.last_server) {
+                            if frozen && steal > 0 && sched.server(s).throttled {
+                                // The refund also lowers the server's consumed count, so the
+                                // period it falls in is measured net of the steal (the
+                                // kernel's view).
+                                let _ = sched.refund(s, steal);
+                            }
+                        }
+                    }
+                }
+            }
+            if !frozen {
+                m.paired_frozen = false;
+            }
+            let ready = m.runnable(*tid, now);
+            if ready != m.ready {
+                m.ready = ready;
+                let _ = if ready {
+                    sched.wake(now, m.task, None)
+                } else {
+                    sched.block(now, m.task)
+                };
+            }
+        }
+    }
+
+    /// With the audit: the members charged to `server` and the sum of their kernel CPU time,
+    /// if every one is verifiably off CPU now.
+    pub fn kernel_time_of(&mut self, server: ServerId) -> Option<(Vec<i32>, u64)> {
+        let mut tids = Vec::new();
+        let sum = self
+            .by_tid
+            .iter_mut()
+            .filter(|(_, m)| m.charge_to == Some(server))
+            .map(|(t, m)| {
+                tids.push(*t);
+                m.kernel_time_off_cpu()
+            })
+            .sum::<Option<u64>>();
+        sum.filter(|_| !tids.is_empty()).map(|k| (tids, k))
+    }
+
+    // ---- carrying decisions out ---------------------------------------------------------------
+
+    /// Carries out changes (each member's new state is already in `applied`, `prev` its
+    /// previous one), except thaws: returns the members to thaw and those found gone.
+    pub fn execute(&mut self, changes: Vec<(i32, Option<Applied>)>) -> (Vec<i32>, Vec<i32>) {
+        let mut gone = Vec::new();
+        let mut thaws = Vec::new();
+        for (tid, prev) in changes {
+            let Some(m) = self.by_tid.get_mut(&tid) else {
+                continue;
+            };
+            let Some(want) = m.applied.clone() else {
+                continue;
+            };
+            let freeze_dir = cgroup::freeze_dir(&self.layout, m.pid);
+            match apply::apply_one(
+                tid,
+                prev.as_ref(),
+                &want,
+                freeze_dir.as_deref(),
+                &mut m.freeze,
+            ) {
+                Ok(true) => thaws.push(tid),
+                Ok(false) => {}
+                Err(e) if e.is_gone() => gone.push(tid),
+                Err(e) => tracing::warn!(tid, error = %e, "cannot apply the decision"),
+            }
+        }
+        thaws.retain(|t| !gone.contains(t));
+        (thaws, gone)
+    }
+
+    /// Thaws members whose recorded state `decide` already set to running; returns those
+    /// found gone.
+    pub fn thaw(&mut self, now: Nanos, tids: &[i32]) -> Vec<i32> {
+        let mut gone = Vec::new();
+        for tid in tids {
+            let Some(m) = self.by_tid.get_mut(tid) else {
+                continue;
+            };
+            let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) else {
+                continue;
+            };
+            match apply::freeze_fast(&mut m.freeze, &dir, *tid, false) {
+                Ok(()) => {
+                    m.thawed_at = Some(now);
+                    // The next freeze needs its own pair, even if no step sees the member
+                    // running in between (measured: a freeze, thaw and backstop freeze within
+                    // one step left 3.25 ms of perf time, most of it a host stall, unrefunded).
+                    m.paired_frozen = false;
+                    if let Some(a) = m.applied.as_mut() {
+                        a.frozen = false;
+                    }
+                }
+                Err(e) if e.is_gone() => gone.push(*tid),
+                Err(e) => tracing::warn!(tid, error = %e, "cannot thaw"),
+            }
+        }
+        gone
+    }
+
+    /// Opens the kept freeze handle of every running member that has none yet (the backstop
+    /// needs one to stop it).
+    pub fn open_freeze_handles(&mut self) {
+        for (tid, m) in self.by_tid.iter_mut() {
+            if m.freeze.is_none()
+                && m.charge_to.is_some()
+                && m.applied.as_ref().is_some_and(|a| !a.frozen)
+            {
+                m.freeze = cgroup::freeze_dir(&self.layout, m.pid)
+                    .and_then(|d| cgroup::open_freeze(&d, *tid))
+                    .map(Arc::new);
+            }
+        }
+    }
+
+    // ---- membership scans ---------------------------------------------------------------------
+
+    /// Whether a scan is due at `now`, and whether it must be a full one; records it.
+    pub fn scan_due(&mut self, now: Nanos, scan: Nanos, full_scan: Nanos) -> Option<bool> {
+        if !(self.scans.force_full || now.saturating_sub(self.scans.last_scan) >= scan) {
+            return None;
+        }
+        self.scans.last_scan = now;
+        let full = self.scans.force_full
+            || self.events.is_none()
+            || now.saturating_sub(self.scans.last_full_scan) >= full_scan;
+        if full {
+            self.scans.force_full = false;
+            self.scans.last_full_scan = now;
+        }
+        Some(full)
+    }
+
+    /// New threads of attached processes, new child processes of members, exited threads.
+    pub fn scan(&mut self, sched: &mut Scheduler, now: Nanos) {
+        // Exited threads leave.
+        let dead: Vec<i32> = self
+            .by_tid
+            .iter()
+            .filter(|(_, m)| !m.snapshot.alive())
+            .map(|(t, _)| *t)
+            .collect();
+        for t in dead {
+            self.forget_exited(sched, now, t);
+        }
+        // New threads of member processes.
+        let procs: Vec<(i32, String)> = self.procs.iter().map(|(p, b)| (*p, b.clone())).collect();
+        for (pid, bx) in &procs {
+            if let Ok(tids) = procfs::threads_of(*pid) {
+                let new: Vec<i32> = tids
+                    .into_iter()
+                    .filter(|t| !self.by_tid.contains_key(t))
+                    .collect();
+                if !new.is_empty() {
+                    self.add_threads(sched, bx, &new);
+                }
+            }
+        }
+        self.scan_cgroups(sched);
+        // New child processes of member processes: the children lists of the member threads
+        // (one small read per member), or a scan of all of /proc when the kernel lacks them.
+        let mut fresh: Vec<(i32, String)> = Vec::new();
+        let mut fallback = false;
+        for (tid, m) in &self.by_tid {
+            match procfs::children(*tid) {
+                Ok(Some(kids)) => {
+                    for c in kids {
+                        if !self.procs.contains_key(&c) && !self.by_tid.contains_key(&c) {
+                            fresh.push((c, m.box_name.clone()));
+                        }
+                    }
+                }
+                Ok(None) => {
+                    fallback = true;
+                    break;
+                }
+                Err(_) => {}
+            }
+        }
+        if fallback {
+            fresh.clear();
+            if let Ok(pids) = procfs::all_pids() {
+                for p in &pids {
+                    if self.seen_pids.contains(p) {
+                        continue;
+                    }
+                    if let Ok(st) = procfs::stat(*p) {
+                        if let Some(bx) = self.procs.get(&st.ppid) {
+                            fresh.push((*p, bx.clone()));
+                        }
+                    }
+                }
+                self.seen_pids = pids.into_iter().collect();
+            }
+        }
+        fresh.sort();
+        fresh.dedup_by_key(|x| x.0);
+        for (p, bx) in fresh {
+            if let Ok(tids) = procfs::threads_of(p) {
+                self.add_threads(sched, &bx, &tids);
+            }
+        }
+        self.release_empty_processes();
+    }
+
+    /// Threads that entered attached cgroups (moved there from outside, e.g. a process a
+    /// container runtime started: no member forked it).
+    pub fn scan_cgroups(&mut self, sched: &mut Scheduler) {
+        let cg: Vec<Attachment> = self
+            .attachments
+            .iter()
+            .filter(|a| matches!(a.target, Target::Cgroup(_)))
+            .cloned()
+            .collect();
+        for a in cg {
+            if let Ok(tids) = target_threads(&a.target) {
+                let new: Vec<i32> = tids
+                    .into_iter()
+                    .filter(|t| !self.by_tid.contains_key(t))
+                    .collect();
+                if !new.is_empty() {
+                    self.add_threads(sched, &a.box_name, &new);
+                }
+            }
+        }
+    }
+
+    /// Members that changed their own policy or affinity (or had it changed) get the box's
+    /// back at the next step: their recorded state is made to differ from the desired one,
+    /// and the next step comes at once, as for new members.
+    pub fn correct_drift(&mut self) {
+        let mut drifted = false;
+        for (tid, m) in self.by_tid.iter_mut() {
+            if let Some(a) = &m.applied {
+                let attr_ok = sched::get_attr(*tid)
+                    .map(|x| x.same_policy(&a.attr))
+                    .unwrap_or(true);
+                let cpus_ok = sched::get_affinity(*tid)
+                    .map(|c| c == a.cpus)
+                    .unwrap_or(true);
+                if !attr_ok || !cpus_ok {
+                    drifted = true;
+                    tracing::debug!(tid, "member changed its policy or affinity; put back");
+                    m.applied = Some(Applied {
+                        attr: SchedAttr::other(0),
+                        cpus: Vec::new(),
+                        frozen: a.frozen,
+                    });
+                }
+            }
+        }
+        self.unplaced |= drifted;
+    }
+
+    /// Applies the kernel's process events: a thread or process forked by a member joins the
+    /// member's box at once; an exited member leaves. Lost events force a full scan.
+    pub fn take_events(&mut self, sched: &mut Scheduler, system: &System, now: Nanos) {
+        let Some(ev) = self.events.as_mut() else {
+            return;
+        };
+        let drained = ev.drain();
+        if drained.lost {
+            tracing::warn!("process events lost (burst of forks); full scan");
+            self.scans.force_full = true;
+        }
+        let mut joins: Vec<(String, i32)> = Vec::new();
+        // Threads and processes joining in this batch: their own forks (later in the batch)
+        // join too.
+        let mut pending: BTreeMap<i32, String> = BTreeMap::new();
+        for e in drained.events {
+            match e {
+                ProcEvent::Fork {
+                    parent_tid,
+                    parent_tgid,
+                    child_tid,
+                    child_tgid,
+                } => {
+                    let bx = self
+                        .by_tid
+                        .get(&parent_tid)
+                        .map(|m| m.box_name.clone())
+                        .or_else(|| self.procs.get(&parent_tgid).cloned())
+                        .or_else(|| pending.get(&parent_tid).cloned())
+                        .or_else(|| pending.get(&parent_tgid).cloned());
+                    if let Some(bx) = bx {
+                        pending.insert(child_tid, bx.clone());
+                        pending.insert(child_tgid, bx.clone());
+                        joins.push((bx, child_tid));
+                    }
+                }
+                ProcEvent::Exit { tid, .. } => {
+                    // A thread that forked and exited between two steps never joined.
+                    joins.retain(|(_, t)| *t != tid);
+                    self.forget_exited(sched, now, tid);
+                }
+                ProcEvent::Exec { .. } => {}
+            }
+        }
+        for (bx, tid) in joins {
+            if system.get(&bx).is_some() && !self.by_tid.contains_key(&tid) {
+                self.add_threads(sched, &bx, &[tid]);
+            }
+        }
+    }
+
+    /// Whether process events are available.
+    pub fn has_events(&self) -> bool {
+        self.events.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_model::{BoxSpec, Interface, Platform, ServerSpec};
+
+    fn table() -> (Members, Scheduler) {
+        let layout = cgroup::parse_mounts("");
+        let path = std::env::temp_dir().join(format!("rtbox-members-{}", std::process::id()));
+        let b = BoxSpec::new(
+            "A",
+            Interface::Servers(vec![ServerSpec {
+                cpu: 0,
+                budget: 1_000_000,
+                period: 10_000_000,
+            }]),
+        );
+        let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
+        let sched = Scheduler::new(&system, rtbox_core::Options::default()).unwrap();
+        (Members::new(layout, Journal::new(path), None), sched)
+    }
+
+    #[test]
+    fn bad_attach_and_detach_requests_change_nothing() {
+        let (mut m, mut sched) = table();
+        let me = Target::Pid(std::process::id() as i32);
+        assert!(matches!(
+            m.attach(&mut sched, "A", me),
+            Err(RuntimeError::AttachSelf)
+        ));
+        let cg = Target::Cgroup("/nonexistent/cgroup".into());
+        assert!(matches!(
+            m.detach_targets(None, Some("/nonexistent/cgroup".into()), None),
+            Err(RuntimeError::NotAttached { target }) if target == cg
+        ));
+        assert!(matches!(
+            m.detach_targets(Some(1), None, Some("A")),
+            Err(RuntimeError::DetachWhat)
+        ));
+        assert!(matches!(
+            m.attach(&mut sched, "A", cg),
+            Err(RuntimeError::Linux(_))
+        ));
+        assert!(m.by_tid.is_empty() && m.attachments.is_empty());
+        assert_eq!(sched.task_count(), 0, "no task registered");
+        assert!(!m.unplaced);
+    }
+
+    #[test]
+    fn a_detach_of_a_box_without_members_releases_nothing() {
+        let (mut m, _) = table();
+        assert_eq!(
+            m.detach_targets(None, None, Some("A")).unwrap(),
+            Vec::<i32>::new()
+        );
+        assert_eq!(
+            m.detach_targets(Some(4242), None, None).unwrap(),
+            Vec::<i32>::new()
+        );
+    }
+}

@@ -1,0 +1,927 @@
+//! The enforcement runtime: members, the scheduling core in Measured mode, and the mapping of
+//! its decisions onto real threads.
+//!
+//! Per CPU the non-throttled servers are ranked by EDF (deadline, then server id) and each rank
+//! gets a band of SCHED_FIFO priorities inside [`PRIO_LO`]..=[`PRIO_HI`], most urgent band on
+//! top; inside a band members keep their relative priorities (by the rank of their original
+//! RT priority within the box). A member whose server is throttled is frozen (hard mode, cgroup
+//! v2 freeze of its own threaded cgroup) or demoted to SCHED_IDLE (reclaim mode). Budgets are
+//! charged with the perf task clock of each member.
+//!
+//! [`Runtime`] owns the core and one part per kind of data, and [`Runtime::step`] runs the
+//! phases in order (docs/runtime.md, "Module layout"):
+//! - [`members`]: the members table, journal and membership scans; charging;
+//! - [`bands`]: desired states from the core's state (pure);
+//! - [`apply`]: a desired state onto one thread;
+//! - [`periods`]: per-server figures across periods, monotonic counters;
+//! - [`guard`]: the backstop's plans, publication, lock and figures;
+//! - [`wakeup`]: when and on which CPU the loop sleeps.
+
+pub mod apply;
+pub mod bands;
+pub mod error;
+pub mod guard;
+pub mod members;
+pub mod periods;
+pub mod wakeup;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::backstop::{Backstop, Handle};
+use crate::loopcost::LoopUsage;
+use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
+use rtbox_linux::cgroup::{self, Layout};
+use rtbox_linux::journal::Journal;
+use rtbox_linux::procevents::ProcEvents;
+use rtbox_model::{admit_with_loop, BoxSpec, LoopCost, Mode, Nanos, Platform, System};
+
+use apply::Applied;
+use guard::{Guard, PlanServer, ServerMembers};
+use members::Members;
+use periods::{Counters, Periods, ServerFigures, ServerKey};
+use wakeup::LoopPin;
+
+pub use bands::{shared_nice, PRIO_HI, PRIO_LO};
+pub use error::RuntimeError;
+pub use members::Target;
+pub use periods::ServerStats;
+pub use wakeup::{wakeup_time, MIN_GRANT, MIN_SLEEP};
+
+/// The daemon's enforcement loop priority (above members and the watchdog).
+pub const LOOP_PRIO: u32 = 98;
+
+/// Runtime options.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    pub state_file: PathBuf,
+    /// Shortest poll interval of the loop (thread wake/block detection, requests): the loop
+    /// polls after the smallest budget left of any running server, clamped to `poll..=scan`
+    /// ([`Runtime::poll_interval`]).
+    pub poll: Nanos,
+    /// Interval of the membership scan (new threads and processes, policy drift). With process
+    /// events only attached cgroups are scanned this often; the rest every `full_scan`.
+    pub scan: Nanos,
+    /// Interval of the full /proc scan when process events are available (a safety net for
+    /// lost events, exits, and members that changed their own policy or affinity).
+    pub full_scan: Nanos,
+    /// CPU time of one loop step, admitted per server event and per poll
+    /// ([`rtbox_model::admit_with_loop`]); 0: off.
+    pub step_cost: Nanos,
+    /// Move the loop thread to the CPU of the next budget exhaustion (see
+    /// [`Runtime::follow_exhaustion`]).
+    pub follow: bool,
+    /// Experiments: also measure every period with the kernel's accounting, read while the
+    /// members are frozen (one schedstat read per member and replenishment).
+    pub audit: bool,
+    /// Per-CPU backstop threads that stop members at planned exhaustions when the loop is late
+    /// (see `backstop.rs`).
+    pub backstop: bool,
+}
+
+impl RuntimeOptions {
+    /// The loop's cost as admission counts it: this loop's step cost and poll intervals.
+    pub fn loop_cost(&self) -> LoopCost {
+        LoopCost {
+            step: self.step_cost,
+            poll: self.poll,
+            scan: self.scan,
+        }
+    }
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            state_file: PathBuf::from("/run/rtbox/state.json"),
+            poll: LoopCost::DEFAULT.poll,
+            scan: LoopCost::DEFAULT.scan,
+            full_scan: 100_000_000,
+            step_cost: LoopCost::DEFAULT.step,
+            follow: true,
+            audit: false,
+            backstop: true,
+        }
+    }
+}
+
+/// The runtime's whole state: the core and the parts that own the rest.
+pub struct Runtime {
+    pub layout: Layout,
+    platform: Platform,
+    specs: Vec<BoxSpec>,
+    system: System,
+    sched: Scheduler,
+    /// CLOCK_MONOTONIC at core time 0.
+    epoch: u64,
+    members: Members,
+    periods: Periods,
+    guard: Guard,
+    pin: LoopPin,
+    opts: RuntimeOptions,
+    /// Log every core event at debug level (environment RTBOX_TRACE=1).
+    trace: bool,
+    /// The loop's own CPU use against the admitted step cost.
+    loop_usage: LoopUsage,
+}
+
+/// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
+/// idempotent): an embedding program that panics mid-run, or forgets the call, leaves nothing
+/// frozen or boosted (the daemon's watchdog covers only the daemon's own process dying).
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn core_options() -> Options {
+    Options {
+        accounting: Accounting::Measured,
+        timeslice: 4_000_000,
+        record_events: true,
+    }
+}
+
+/// The system and a scheduler for `specs`, if admitted with the loop's cost.
+fn build(
+    platform: &Platform,
+    specs: &[BoxSpec],
+    cost: LoopCost,
+) -> Result<(System, Scheduler), RuntimeError> {
+    let system = System::new(platform.clone(), specs.to_vec(), vec![])?;
+    let adm = admit_with_loop(&system, cost);
+    if !adm.admitted() {
+        return Err(RuntimeError::NotAdmitted(adm.refusals));
+    }
+    let sched = Scheduler::new(&system, core_options())?;
+    Ok((system, sched))
+}
+
+/// The live counters of every server of `sched`, by box and CPU.
+fn live_counters(sched: &Scheduler) -> BTreeMap<ServerKey, Counters> {
+    (0..sched.server_count())
+        .map(|i| sched.server(ServerId(i as u32)))
+        .map(|s| {
+            (
+                (s.box_name.unwrap_or("").to_string(), s.cpu),
+                Counters {
+                    consumed: s.consumed,
+                    throttles: s.throttle_count,
+                },
+            )
+        })
+        .collect()
+}
+
+/// [`Scheduler::reconfigure`], with the per-server figures and cumulative counters carried
+/// over ([`Periods::reconfigured`]). Pure.
+fn reconfigure_counted(
+    sched: &mut Scheduler,
+    periods: &mut Periods,
+    now: Nanos,
+    system: &System,
+    changed: &[String],
+) -> Result<rtbox_core::Reconfigured, RuntimeError> {
+    let before = live_counters(sched);
+    let map = sched.reconfigure(now, system)?;
+    periods.reconfigured(&before, &live_counters(sched), changed);
+    Ok(map)
+}
+
+/// Per-server rows for status and metrics; counters are cumulative across box changes.
+fn server_rows(
+    sched: &Scheduler,
+    periods: &Periods,
+    members: &BTreeMap<i32, members::Member>,
+) -> Vec<ServerRow> {
+    (0..sched.server_count())
+        .map(|i| {
+            let info = sched.server(ServerId(i as u32));
+            let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
+            let totals = periods.totals(
+                &key,
+                Counters {
+                    consumed: info.consumed,
+                    throttles: info.throttle_count,
+                },
+            );
+            ServerRow {
+                members: members
+                    .iter()
+                    .filter(|(_, m)| m.box_name == key.0 && m.charge_to == Some(info.id))
+                    .map(|(t, _)| *t)
+                    .collect(),
+                max_overrun: periods.get(&key).map_or(0, |s| s.max_overrun()),
+                box_name: key.0,
+                cpu: info.cpu,
+                budget: info.budget,
+                period: info.period,
+                runtime: info.runtime,
+                consumed: totals.consumed,
+                throttled: info.throttled,
+                throttles: totals.throttles,
+            }
+        })
+        .collect()
+}
+
+impl Runtime {
+    /// A runtime for `platform` with the boxes `specs` (admission-controlled). Repairs a leftover
+    /// state file of a crashed daemon first.
+    pub fn new(
+        platform: Platform,
+        specs: Vec<BoxSpec>,
+        opts: RuntimeOptions,
+    ) -> Result<Self, RuntimeError> {
+        let layout = cgroup::detect()?;
+        let journal = Journal::new(&opts.state_file);
+        match journal.repair() {
+            Ok(Some(rep)) => tracing::warn!(
+                restored = rep.restored,
+                gone = rep.gone,
+                errors = rep.errors.len(),
+                "repaired the leftovers of a previous daemon"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "state file"),
+        }
+        let (system, sched) = build(&platform, &specs, opts.loop_cost())?;
+        let swept = cgroup::sweep_stale(&layout);
+        if swept > 0 {
+            tracing::info!(swept, "removed stale freeze groups");
+        }
+        let events = match ProcEvents::open() {
+            Ok(e) => Some(e),
+            Err(e) => {
+                tracing::warn!(error = %e, scan_ms = opts.scan / 1_000_000, "process events unavailable; scanning /proc every scan interval instead");
+                None
+            }
+        };
+        let members = Members::new(layout.clone(), journal, events);
+        members.save_journal()?;
+        // The backstop freezes, which needs cgroup v2.
+        let backstop = if opts.backstop && layout.v2.is_some() {
+            let cpus: Vec<u32> = platform.cpus.iter().collect();
+            match Backstop::start(&cpus) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    tracing::warn!(error = %e, "backstop threads unavailable; running without");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Runtime {
+            guard: Guard::new(backstop),
+            loop_usage: LoopUsage::default(),
+            layout,
+            platform,
+            specs,
+            system,
+            sched,
+            epoch: rtbox_linux::monotonic_ns(),
+            members,
+            periods: Periods::default(),
+            pin: LoopPin::default(),
+            opts,
+            trace: std::env::var_os("RTBOX_TRACE").is_some(),
+        })
+    }
+
+    /// Nanoseconds since the runtime started (the core's clock).
+    pub fn now(&self) -> Nanos {
+        rtbox_linux::monotonic_ns().saturating_sub(self.epoch)
+    }
+
+    /// Absolute CLOCK_MONOTONIC time for core time `t`.
+    pub fn to_monotonic(&self, t: Nanos) -> u64 {
+        self.epoch + t
+    }
+
+    pub fn specs(&self) -> &[BoxSpec] {
+        &self.specs
+    }
+
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    pub fn member_tids(&self, box_name: &str) -> Vec<i32> {
+        self.members.tids_of(box_name)
+    }
+
+    pub fn member_count(&self) -> usize {
+        self.members.by_tid.len()
+    }
+
+    // ---- box changes -------------------------------------------------------------------------
+
+    /// Replace the box set (admission first; a refusal changes nothing). The core keeps the
+    /// state of every server whose box and CPU stay (budget left, deadline, throttle,
+    /// statistics; [`Scheduler::reconfigure`]); members keep their tasks, and their servers
+    /// follow the core's old -> new map. Members of boxes that no longer exist are released.
+    /// Counters shown as totals never go back (see [`Periods::reconfigured`]); the period
+    /// measurement of `changed` boxes starts again.
+    fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
+        let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
+        let adm = admit_with_loop(&system, self.opts.loop_cost());
+        if !adm.admitted() {
+            return Err(RuntimeError::NotAdmitted(adm.refusals));
+        }
+        let now = self.now().max(self.sched.now());
+        // Events up to now under the old servers' ids, into the figures first.
+        self.sched.advance(now);
+        self.record_events(now);
+        let map = reconfigure_counted(&mut self.sched, &mut self.periods, now, &system, changed)?;
+        if !map.events.is_empty() {
+            // Fired between the advance and the change (none expected): old ids, not counted.
+            tracing::debug!(
+                events = map.events.len(),
+                "core events at a box change not counted"
+            );
+        }
+        self.specs = specs;
+        self.system = system;
+        self.members.remap(&|s| map.map(s));
+        for tid in self.members.orphans(&self.system) {
+            self.release(tid);
+        }
+        self.members.drop_processes_outside(&self.system);
+        tracing::info!(boxes = self.specs.len(), changed = ?changed, kept = map.server_map.iter().flatten().count(), "box set changed");
+        Ok(())
+    }
+
+    /// Create a box.
+    pub fn create_box(&mut self, spec: BoxSpec) -> Result<(), RuntimeError> {
+        if self.specs.iter().any(|b| b.name == spec.name) {
+            return Err(RuntimeError::BoxExists { name: spec.name });
+        }
+        let name = spec.name.clone();
+        let mut specs = self.specs.clone();
+        specs.push(spec);
+        self.set_boxes(specs, &[name])
+    }
+
+    /// Change a box's parameters.
+    pub fn set_box(&mut self, spec: BoxSpec) -> Result<(), RuntimeError> {
+        let mut specs = self.specs.clone();
+        let Some(slot) = specs.iter_mut().find(|b| b.name == spec.name) else {
+            return Err(RuntimeError::NoSuchBox { name: spec.name });
+        };
+        let name = spec.name.clone();
+        *slot = spec;
+        self.set_boxes(specs, &[name])
+    }
+
+    /// Delete a box (refused while it has children); its members get their original state back.
+    pub fn delete_box(&mut self, name: &str) -> Result<(), RuntimeError> {
+        if !self.specs.iter().any(|b| b.name == name) {
+            return Err(RuntimeError::NoSuchBox { name: name.into() });
+        }
+        if let Some(c) = self
+            .specs
+            .iter()
+            .find(|b| b.parent.as_deref() == Some(name))
+        {
+            return Err(RuntimeError::HasChildren {
+                name: name.into(),
+                child: c.name.clone(),
+            });
+        }
+        let specs = self
+            .specs
+            .iter()
+            .filter(|b| b.name != name)
+            .cloned()
+            .collect();
+        self.set_boxes(specs, &[name.to_string()])
+    }
+
+    // ---- members -----------------------------------------------------------------------------
+
+    /// Attach a process (all its threads, and later its children) or a cgroup to a box.
+    pub fn attach(&mut self, box_name: &str, target: Target) -> Result<usize, RuntimeError> {
+        if self.system.get(box_name).is_none() {
+            return Err(RuntimeError::NoSuchBox {
+                name: box_name.into(),
+            });
+        }
+        self.members.attach(&mut self.sched, box_name, target)
+    }
+
+    /// Detach: release the threads of a pid, a cgroup or a whole box.
+    pub fn detach(
+        &mut self,
+        pid: Option<i32>,
+        cgroup: Option<PathBuf>,
+        box_name: Option<&str>,
+    ) -> Result<usize, RuntimeError> {
+        let tids = self.members.detach_targets(pid, cgroup, box_name)?;
+        let n = tids.len();
+        for t in tids {
+            self.release(t);
+        }
+        self.members.release_empty_processes();
+        Ok(n)
+    }
+
+    /// Give a thread back its original state and forget it. No backstop may stop it once
+    /// thawed: every plan is withdrawn first (the next step publishes new ones); members the
+    /// backstop had stopped are recorded as frozen, so the next step thaws them if they should
+    /// run.
+    fn release(&mut self, tid: i32) {
+        let now = self.now();
+        if self.members.by_tid.contains_key(&tid) {
+            let report = self.guard.withdraw(now);
+            self.members.mark_frozen(&report);
+        }
+        self.members.release(&mut self.sched, now, tid);
+    }
+
+    /// Restore everything and clear the journal (stop, SIGTERM, SIGINT).
+    pub fn shutdown(&mut self) {
+        // First the backstop threads, so that nothing is stopped after it is released.
+        self.guard.stop();
+        let tids: Vec<i32> = self.members.by_tid.keys().copied().collect();
+        for t in tids {
+            self.release(t);
+        }
+        self.members.finish();
+        self.pin.unpin();
+    }
+
+    // ---- where the loop runs -----------------------------------------------------------------
+
+    /// Where the loop should sleep (see [`wakeup::loop_cpu`]).
+    pub fn loop_cpu(&self) -> Option<u32> {
+        let quiet: Vec<u32> = (0..self.sched.cpu_count())
+            .filter(|&i| self.sched.running_at(i).is_none())
+            .filter_map(|i| self.sched.cpus().nth(i))
+            .collect();
+        wakeup::loop_cpu(self.sched.next_exhaustion_cpu(), &quiet, self.pin.cpu())
+    }
+
+    /// Moves the calling thread (the enforcement loop) to [`Runtime::loop_cpu`] (see
+    /// [`LoopPin::follow`] for why).
+    pub fn follow_exhaustion(&mut self) {
+        if !self.opts.follow {
+            return;
+        }
+        if let Some(cpu) = self.loop_cpu() {
+            self.pin.follow(cpu);
+        }
+    }
+
+    /// Gives the loop thread its original affinity back.
+    pub fn unpin_loop(&mut self) {
+        self.pin.unpin();
+    }
+
+    /// New threads of attached processes, new child processes of members, exited threads.
+    pub fn scan(&mut self) {
+        let now = self.now();
+        self.members.scan(&mut self.sched, now);
+    }
+
+    // ---- the enforcement step ----------------------------------------------------------------
+
+    /// One step at core time `now`: charge measured CPU time, update readiness, fire the core's
+    /// timers, apply its decisions to the threads, then scan for members.
+    pub fn step(&mut self, now: Nanos) {
+        self.measure_loop(now);
+        let now = self.now().max(now);
+        self.members.take_events(&mut self.sched, &self.system, now);
+        self.members.unplaced = false;
+        // Members the backstop froze: frozen, so ready (/proc would show them sleeping).
+        let stopped = self.guard.take_report(now);
+        self.members.mark_frozen(&stopped);
+        self.members.charge(&mut self.sched, now);
+        self.sched.advance(now);
+        self.record_events(now);
+        // Decide and record first, so the backstop's plan covers the new state (taking what it
+        // stopped meanwhile); carry the decisions out; thaw under the backstop's lock.
+        let changes = self.decide();
+        let rethaw = self.publish_plans(now);
+        let (mut thaws, gone) = self.members.execute(changes);
+        self.forget(now, &gone);
+        for t in rethaw {
+            if !thaws.contains(&t) {
+                thaws.push(t);
+            }
+        }
+        self.thaw_guarded(now, thaws);
+        // Membership scans last: a full /proc scan takes ~0.2 ms, which must not delay
+        // charging and stopping (measured: a member ran 0.2 ms past its budget behind one).
+        // New members are charged and placed by the next step, at once (`next_wakeup`).
+        self.scan_members(now);
+    }
+
+    /// Counts the step against the admitted step cost; warns once when above it.
+    fn measure_loop(&mut self, now: Nanos) {
+        let cpu = rtbox_linux::thread_cpu_ns();
+        if let Some(w) = self.loop_usage.step(now, cpu, self.opts.step_cost) {
+            tracing::warn!("{w}");
+        }
+    }
+
+    /// Takes the core's events into the per-server figures.
+    fn record_events(&mut self, now: Nanos) {
+        while let Some(ev) = self.sched.poll_event() {
+            if self.trace {
+                tracing::debug!(event = ?ev, "core event");
+            }
+            let (Event::Throttled { server, .. }
+            | Event::Renewed { server, .. }
+            | Event::Replenished { server, .. }) = ev
+            else {
+                continue;
+            };
+            let info = self.sched.server(server);
+            let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
+            let fig = ServerFigures {
+                budget: info.budget,
+                period: info.period,
+                runtime: info.runtime,
+                consumed: info.consumed,
+            };
+            match ev {
+                Event::Throttled { .. } => self.periods.entry(key).throttled(fig),
+                Event::Renewed { .. } => self.periods.entry(key).renewed(now, fig),
+                _ => {
+                    // Pinned boxes only, and only periods with the same members at both
+                    // ends, verifiably off CPU then: a member that moves between servers
+                    // spends part of its kernel time elsewhere.
+                    let pinned = info.placement == rtbox_model::Placement::Pinned
+                        || self.sched.box_servers(&key.0).len() == 1;
+                    let kernel = (self.opts.audit && pinned)
+                        .then(|| self.members.kernel_time_of(server))
+                        .flatten();
+                    self.periods.entry(key).replenished(now, fig, kernel);
+                }
+            }
+        }
+    }
+
+    /// The membership scans when due; a release there withdrew every plan: publish again.
+    fn scan_members(&mut self, now: Nanos) {
+        let Some(full) = self
+            .members
+            .scan_due(now, self.opts.scan, self.opts.full_scan)
+        else {
+            return;
+        };
+        self.guard.take_withdrawn();
+        if full {
+            self.members.scan(&mut self.sched, now);
+        } else {
+            self.members.scan_cgroups(&mut self.sched);
+            self.members.release_empty_processes();
+        }
+        self.members.correct_drift();
+        if self.guard.take_withdrawn() {
+            let again = self.publish_plans(now);
+            self.thaw_guarded(now, again);
+        }
+    }
+
+    fn forget(&mut self, now: Nanos, gone: &[i32]) {
+        for t in gone {
+            self.members.forget_exited(&mut self.sched, now, *t);
+        }
+    }
+
+    /// Decides what each member must look like after the core's decisions ([`bands::decide`])
+    /// and records it (`applied`, `charge_to`) before anything is done, so the backstop's plan
+    /// covers the new state while `execute` carries it out. Returns the changed members with
+    /// their previous state.
+    fn decide(&mut self) -> Vec<(i32, Option<Applied>)> {
+        let edf = self.sched.edf_order();
+        let sched = &self.sched;
+        let cpu_of = |s: ServerId| sched.server(s).cpu;
+        let core = bands::CoreView {
+            edf: &edf,
+            cpu_of: &cpu_of,
+        };
+        let system = &self.system;
+        let boxes: BTreeMap<&str, bands::BoxView<'_>> = sched
+            .boxes()
+            .map(|b| {
+                let view = bands::BoxView {
+                    mode: b.mode,
+                    shared: b.weight.filter(|_| b.shared),
+                    cpus: system
+                        .get(b.name)
+                        .map(|r| r.cpus.iter().collect())
+                        .unwrap_or_default(),
+                    servers: b.servers,
+                };
+                (b.name, view)
+            })
+            .collect();
+        let views: Vec<bands::MemberView<'_>> = self
+            .members
+            .by_tid
+            .iter()
+            .map(|(tid, m)| bands::MemberView {
+                tid: *tid,
+                box_name: &m.box_name,
+                local_prio: m.local_prio,
+                ready: m.ready,
+                placed: sched.placement(m.task),
+                last_server: m.last_server,
+                applied: m.applied.as_ref(),
+                original: m.snapshot.attr,
+                original_cpus: &m.snapshot.affinity,
+            })
+            .collect();
+        let decisions = bands::decide(&core, &boxes, &views);
+        drop(views);
+        let mut changes = Vec::new();
+        for d in decisions {
+            let m = self.members.by_tid.get_mut(&d.tid).expect("member");
+            m.charge_to = d.charge_to;
+            m.last_server = d.last_server;
+            if let Some(want) = d.want {
+                if m.applied.as_ref() != Some(&want) {
+                    changes.push((d.tid, m.applied.replace(want)));
+                }
+            }
+        }
+        changes
+    }
+
+    /// Leaves each CPU's backstop the plan ([`guard::plan`]) for the state `decide` recorded,
+    /// and takes back the members it stopped since the step began. Returns those of them the
+    /// loop wants running (to thaw again); one it wants frozen just stays so.
+    fn publish_plans(&mut self, now: Nanos) -> Vec<i32> {
+        if !self.guard.active() {
+            return Vec::new();
+        }
+        self.members.open_freeze_handles();
+        let mut by_server: BTreeMap<ServerId, ServerMembers<Handle>> = BTreeMap::new();
+        for (tid, m) in &self.members.by_tid {
+            let (Some(s), Some(false)) = (m.charge_to, m.applied.as_ref().map(|a| a.frozen)) else {
+                continue;
+            };
+            let e = by_server.entry(s).or_default();
+            e.ready |= m.ready;
+            if let (Some(f), Some(c)) = (&m.freeze, &m.clock) {
+                e.members.push(Handle {
+                    tid: *tid,
+                    freeze: f.clone(),
+                    clock: c.clone(),
+                    charged: m.charge.last(),
+                });
+            }
+        }
+        let exhaustion = self
+            .sched
+            .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
+        let sched = &self.sched;
+        let plans = guard::plan(now, &exhaustion, by_server, |s| {
+            let info = sched.server(s);
+            PlanServer {
+                cpu: info.cpu,
+                runtime: info.runtime,
+                throttled: info.throttled,
+                // Box servers only (a dedicated reservation has no members here).
+                hard: info.mode == Mode::Hard && info.box_name.is_some(),
+            }
+        });
+        let report = self.guard.publish(now, self.epoch, plans);
+        report
+            .into_iter()
+            .filter(|t| {
+                self.members
+                    .by_tid
+                    .get(t)
+                    .and_then(|m| m.applied.as_ref())
+                    .is_some_and(|a| !a.frozen)
+            })
+            .collect()
+    }
+
+    /// Thaws `tids` (recorded as running by `decide`) under the backstop's lock, except those
+    /// the new plan stopped meanwhile: their budget is spent by the members' own clocks, so
+    /// they stay frozen until the loop's next step charges them.
+    fn thaw_guarded(&mut self, now: Nanos, mut tids: Vec<i32>) {
+        let lock = self.guard.lock(now);
+        if let Some(l) = &lock {
+            self.members.mark_frozen(&l.report);
+            tids.retain(|t| !l.report.contains(t));
+        }
+        let gone = self.members.thaw(now, &tids);
+        drop(lock);
+        self.forget(now, &gone);
+    }
+
+    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop wakes it early.
+    pub fn sleep_until(&self, deadline: u64) {
+        self.guard.sleep_until(deadline);
+    }
+
+    /// When the backstop's stops were taken back by the loop (core time), for figures.
+    pub fn backstop_times(&self) -> &[Nanos] {
+        self.guard.times()
+    }
+
+    /// The enforcement loop's own CPU use (counted by [`Runtime::step`], on the loop thread).
+    pub fn loop_usage(&self) -> &LoopUsage {
+        &self.loop_usage
+    }
+
+    /// The step cost admission assumes (`--loop-step-us`), ns.
+    pub fn admitted_step(&self) -> Nanos {
+        self.opts.step_cost
+    }
+
+    /// Members the backstop stopped because the loop was late (see `backstop.rs`).
+    pub fn backstop_stops(&self) -> u64 {
+        self.guard.stops()
+    }
+
+    /// When the loop must run next (absolute core time); the rules are [`wakeup_time`]'s. The
+    /// budget left that bounds a poll is the smallest of the non-throttled servers that have a
+    /// runnable member. Members not yet placed run unmanaged: the loop steps again at once.
+    pub fn next_wakeup(&self, now: Nanos) -> Nanos {
+        if self.members.unplaced {
+            return now + MIN_GRANT;
+        }
+        let with_work: BTreeSet<ServerId> = self
+            .members
+            .by_tid
+            .values()
+            .filter_map(|m| m.charge_to.filter(|_| m.ready))
+            .collect();
+        let budget_left = self
+            .sched
+            .min_budget_left_with_work(|s| with_work.contains(&s));
+        wakeup_time(
+            now,
+            self.sched.next_timer(),
+            self.sched.next_replenishment(),
+            self.poll_interval(),
+            budget_left,
+        )
+    }
+
+    /// How long the loop may sleep without looking at the members. Between two steps a member
+    /// may wake up, or block and let another member of its CPU run, unseen by the loop; what
+    /// such a member can consume unseen is bounded by its server's budget left. So the loop
+    /// polls after the smallest budget left of any non-throttled server, at least every
+    /// `poll` (1 ms) and at most every `scan` interval (new threads must join quickly): the
+    /// core's [`Scheduler::poll_interval`], by the rule admission counts the polls with. With
+    /// only throttled servers, or servers with plenty of budget, it sleeps longer: the poll
+    /// was most of the loop's CPU use (docs/benchmarks-runtime.md).
+    pub fn poll_interval(&self) -> Nanos {
+        self.sched.poll_interval(&self.opts.loop_cost())
+    }
+
+    /// Per-server view for status and metrics (counters cumulative across box changes).
+    pub fn server_rows(&self) -> Vec<ServerRow> {
+        server_rows(&self.sched, &self.periods, &self.members.by_tid)
+    }
+
+    /// The figures of a box's server on `cpu`.
+    pub fn server_stats(&self, box_name: &str, cpu: u32) -> Option<&ServerStats> {
+        self.periods.get(&(box_name.to_string(), cpu))
+    }
+
+    /// Overrun samples (ns) of every finished period of a box's server on `cpu`.
+    pub fn overruns(&self, box_name: &str, cpu: u32) -> Vec<u64> {
+        self.server_stats(box_name, cpu)
+            .map(|s| s.overruns.clone())
+            .unwrap_or_default()
+    }
+
+    /// Overrun at detection (ns) of every throttle of a box's server on `cpu`.
+    pub fn detected_overruns(&self, box_name: &str, cpu: u32) -> Vec<u64> {
+        self.server_stats(box_name, cpu)
+            .map(|s| s.detected.clone())
+            .unwrap_or_default()
+    }
+
+    /// Perf clock time of current members that the kernel says they did not run (host steal),
+    /// found so far and kept out of their charges, ns.
+    pub fn steal_found(&self) -> u64 {
+        self.members
+            .by_tid
+            .values()
+            .map(|m| m.charge.stolen())
+            .sum()
+    }
+}
+
+/// One server's figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerRow {
+    #[serde(rename = "box")]
+    pub box_name: String,
+    pub cpu: u32,
+    pub budget: Nanos,
+    pub period: Nanos,
+    pub runtime: i64,
+    pub consumed: Nanos,
+    pub throttled: bool,
+    pub throttles: u64,
+    pub max_overrun: u64,
+    pub members: Vec<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_core::TaskParams;
+    use rtbox_model::{Interface, ServerSpec};
+
+    const MS: Nanos = 1_000_000;
+
+    fn boxes(b_budget: Nanos, with_a: bool) -> System {
+        let b = |name: &str, budget| {
+            BoxSpec::new(
+                name,
+                Interface::Servers(vec![ServerSpec {
+                    cpu: 0,
+                    budget,
+                    period: 10 * MS,
+                }]),
+            )
+        };
+        let mut v = vec![b("B", b_budget)];
+        if with_a {
+            v.push(b("A", 2 * MS));
+        }
+        System::new(Platform::with_cpus(1), v, vec![]).unwrap()
+    }
+
+    /// The `_total` samples of a metrics text, by series.
+    fn totals(text: &str) -> BTreeMap<String, f64> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(name, _)| name.contains("_total"))
+            .map(|(name, v)| (name.to_string(), v.parse().unwrap()))
+            .collect()
+    }
+
+    /// Issue: every box change rebuilt the scheduler and the Prometheus counters fell back to
+    /// zero. Across a change of another box, a change of the box itself, and a delete and
+    /// re-create, no `_total` series may go back, and the untouched box keeps its budget left.
+    #[test]
+    fn metrics_counters_never_go_back_across_box_changes() {
+        let mut sched = Scheduler::new(&boxes(3 * MS, true), core_options()).unwrap();
+        let mut periods = Periods::default();
+        let none = BTreeMap::new();
+        let a = sched
+            .add_task(TaskParams {
+                box_name: Some("A".into()),
+                ..TaskParams::background("a", 0)
+            })
+            .unwrap();
+        sched.wake(0, a, None).unwrap();
+        sched.advance(0);
+        let sa = sched.box_servers("A")[0];
+        // 2.5 ms charged to A's 2 ms: a throttle, then 1 ms into its next period.
+        sched.charge(MS, sa, 2_500_000).unwrap();
+        sched.advance(MS);
+        sched.advance(10 * MS);
+        sched
+            .charge(11 * MS, sched.box_servers("A")[0], MS)
+            .unwrap();
+        sched.advance(11 * MS);
+        let mut last = totals(&crate::metrics::render(&server_rows(
+            &sched, &periods, &none,
+        )));
+        let a_total = "rtbox_server_consumed_seconds_total{box=\"A\",cpu=\"0\"}".to_string();
+        assert!(last[&a_total] > 0.003, "A consumed: {last:?}");
+        let a_left = sched.server(sched.box_servers("A")[0]).runtime;
+        let steps: [(System, &[&str]); 3] = [
+            (boxes(4 * MS, true), &["B"]),
+            (boxes(4 * MS, false), &["A"]),
+            (boxes(4 * MS, true), &["A"]),
+        ];
+        for (i, (system, changed)) in steps.into_iter().enumerate() {
+            let changed: Vec<String> = changed.iter().map(|s| s.to_string()).collect();
+            reconfigure_counted(&mut sched, &mut periods, 12 * MS, &system, &changed).unwrap();
+            if i == 0 {
+                let now_left = sched.server(sched.box_servers("A")[0]).runtime;
+                assert_eq!(now_left, a_left, "another box's change refilled A");
+            }
+            let now = totals(&crate::metrics::render(&server_rows(
+                &sched, &periods, &none,
+            )));
+            for (series, v) in &now {
+                if let Some(before) = last.get(series) {
+                    assert!(v >= before, "step {i}: {series} went back: {before} -> {v}");
+                }
+            }
+            last.extend(now);
+        }
+        assert!(last[&a_total] > 0.003, "A re-created continues its total");
+    }
+}
