@@ -9,6 +9,7 @@ pub mod bench;
 pub mod charge;
 pub mod client;
 pub mod daemon;
+pub mod localprio;
 pub mod loopcost;
 pub mod metrics;
 pub mod protocol;

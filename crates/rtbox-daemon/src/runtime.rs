@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::backstop::{self, Backstop, Handle, Stop};
 use crate::charge::MemberCharge;
+use crate::localprio;
 use crate::loopcost::LoopUsage;
 use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId, TaskParams};
 use rtbox_linux::cgroup::{self, Layout};
@@ -698,7 +699,7 @@ impl Runtime {
                     }
                 }
             }
-            let local_prio = if s.attr.is_rt() { s.attr.priority } else { 0 };
+            let local_prio = localprio::local_priority(&s.attr);
             let task = self.register(tid, box_name, local_prio);
             let clock = match TaskClock::open(tid) {
                 Ok(c) => Some(Arc::new(c)),
@@ -973,11 +974,21 @@ impl Runtime {
     /// back at the next step: their recorded state is made to differ from the desired one.
     fn correct_drift(&mut self) {
         let mut drifted = false;
+        let mut ranked = Vec::new();
         for (tid, m) in self.members.iter_mut() {
             if let Some(a) = &m.applied {
-                let attr_ok = sched::get_attr(*tid)
+                let now_attr = sched::get_attr(*tid).ok();
+                let attr_ok = now_attr
+                    .as_ref()
                     .map(|x| x.same_policy(&a.attr))
                     .unwrap_or(true);
+                // A member that set its own priority: the box's local policy at work.
+                if let Some(p) = now_attr
+                    .as_ref()
+                    .and_then(|x| localprio::changed_by_member(x, &a.attr, m.local_prio))
+                {
+                    ranked.push((*tid, p));
+                }
                 let cpus_ok = sched::get_affinity(*tid)
                     .map(|c| c == a.cpus)
                     .unwrap_or(true);
@@ -991,8 +1002,27 @@ impl Runtime {
                 }
             }
         }
+        for (tid, p) in ranked {
+            self.rerank(tid, p);
+        }
         // Put back by an extra step at once, like new members.
         self.unplaced |= drifted;
+    }
+
+    /// Gives a member a new local priority: the core task is replaced by one at the new
+    /// priority (the core has no priority change); the next step wakes it if it is runnable.
+    fn rerank(&mut self, tid: i32, prio: u32) {
+        let now = self.now();
+        let Some((old, bx)) = self.members.get(&tid).map(|m| (m.task, m.box_name.clone())) else {
+            return;
+        };
+        let _ = self.sched.block(now, old);
+        let task = self.register(tid, &bx, prio);
+        if let Some(m) = self.members.get_mut(&tid) {
+            m.task = task;
+            m.local_prio = prio;
+            m.ready = false;
+        }
     }
 
     /// Drops an exited member (no restore: the thread is gone) and its journal entry.
