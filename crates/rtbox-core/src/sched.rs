@@ -390,6 +390,25 @@ impl Scheduler {
         Ok(())
     }
 
+    /// A task's fixed priority changes (a member set its own SCHED_FIFO priority: inside a
+    /// `fifo` box that is the box's local policy at work). The box's ready order is re-sorted
+    /// at the next decision; the task keeps its place among equal priorities (its FIFO
+    /// sequence), as the kernel's `sched_setscheduler` keeps a running task at the head of its
+    /// new priority's list.
+    pub fn set_priority(&mut self, _now: Nanos, t: TaskId, priority: u32) -> Result<(), CoreError> {
+        self.task(t)?;
+        let tk = &mut self.tasks[t.index()];
+        if tk.priority == priority {
+            return Ok(());
+        }
+        tk.priority = priority;
+        if let Some(b) = tk.box_idx {
+            self.boxes[b].sorted = false;
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
     /// The task stops being ready (job completed, thread slept).
     pub fn block(&mut self, _now: Nanos, t: TaskId) -> Result<(), CoreError> {
         self.task(t)?;
@@ -1348,6 +1367,41 @@ mod tests {
             }
         }
         assert_eq!(migrations, 3);
+    }
+
+    #[test]
+    fn set_priority_reorders_a_fifo_box() {
+        let b = BoxSpec::new(
+            "S1",
+            Interface::Servers(vec![ServerSpec {
+                cpu: 0,
+                budget: 5,
+                period: 10,
+            }]),
+        );
+        let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        let member = |name: &str, prio| TaskParams {
+            box_name: Some("S1".into()),
+            ..TaskParams::background(name, prio)
+        };
+        let lo = s.add_task(member("lo", 10)).unwrap();
+        let hi = s.add_task(member("hi", 20)).unwrap();
+        s.wake(0, lo, None).unwrap();
+        s.wake(0, hi, None).unwrap();
+        s.advance(0);
+        assert_eq!(s.running(0).unwrap().task, hi);
+        s.set_priority(0, lo, 30).unwrap();
+        s.advance(0);
+        assert_eq!(
+            s.running(0).unwrap().task,
+            lo,
+            "the raised member runs first"
+        );
+        assert!(
+            s.set_priority(0, TaskId(99), 1).is_err(),
+            "unknown task refused"
+        );
     }
 
     #[test]

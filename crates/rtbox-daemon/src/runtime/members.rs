@@ -18,6 +18,7 @@ use rtbox_model::{Nanos, System};
 
 use super::apply::{self, Applied};
 use super::error::RuntimeError;
+use super::localprio;
 use crate::charge::MemberCharge;
 
 /// How long a member the loop thawed counts as ready without being seen running. A thaw wakes
@@ -366,7 +367,7 @@ impl Members {
                     }
                 }
             }
-            let local_prio = if s.attr.is_rt() { s.attr.priority } else { 0 };
+            let local_prio = localprio::local_priority(&s.attr);
             let task = register(sched, tid, box_name, local_prio);
             let clock = match TaskClock::open(tid) {
                 Ok(c) => Some(Arc::new(c)),
@@ -778,11 +779,28 @@ impl Members {
     /// Members that changed their own policy or affinity (or had it changed) get the box's
     /// back at the next step: their recorded state is made to differ from the desired one,
     /// and the next step comes at once, as for new members.
-    pub fn correct_drift(&mut self) {
+    /// A member that set its own RT priority gets that local rank ([`localprio`]): it is put
+    /// back into its box's band at the new rank instead of losing the change.
+    pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
         let mut drifted = false;
         for (tid, m) in self.by_tid.iter_mut() {
             if let Some(a) = &m.applied {
-                let attr_ok = sched::get_attr(*tid)
+                let current = sched::get_attr(*tid).ok();
+                if let Some(p) = current
+                    .as_ref()
+                    .and_then(|x| localprio::changed_by_member(x, &a.attr, m.local_prio))
+                {
+                    tracing::debug!(
+                        tid,
+                        local_prio = p,
+                        "member set its own priority; re-ranked"
+                    );
+                    if sched.set_priority(now, m.task, p).is_ok() {
+                        m.local_prio = p;
+                    }
+                }
+                let attr_ok = current
+                    .as_ref()
                     .map(|x| x.same_policy(&a.attr))
                     .unwrap_or(true);
                 let cpus_ok = sched::get_affinity(*tid)

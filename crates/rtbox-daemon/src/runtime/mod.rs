@@ -21,6 +21,7 @@ pub mod apply;
 pub mod bands;
 pub mod error;
 pub mod guard;
+pub mod localprio;
 pub mod members;
 pub mod periods;
 pub mod wakeup;
@@ -582,7 +583,7 @@ impl Runtime {
             self.members.scan_cgroups(&mut self.sched);
             self.members.release_empty_processes();
         }
-        self.members.correct_drift();
+        self.members.correct_drift(&mut self.sched, now);
         if self.guard.take_withdrawn() {
             let again = self.publish_plans(now);
             self.thaw_guarded(now, again);

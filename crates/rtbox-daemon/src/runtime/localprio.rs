@@ -1,0 +1,70 @@
+//! A member's local priority: its rank inside its box. Boxes keep the order of their members'
+//! own priorities (any policy inside a box is the box's local policy, OXC), so a member that
+//! sets its own RT priority while managed changes its local priority; rtbox then puts it back
+//! into its box's band at the new rank instead of forgetting the change.
+//!
+//! Why this matters, measured: rt-app (like most RT programs) creates its threads and each
+//! thread sets its own SCHED_FIFO priority after it starts. rtbox captures a forked thread's
+//! policy at the step that sees the fork, usually before the thread sets it, so three of four
+//! rt-app threads were captured as normal threads (local priority 0), the same rank as the
+//! idle main thread: in a global FIFO box the rate-monotonic order was lost, and t0 (period
+//! 25 ms) waited behind t2 and t3 (periods 40 and 50 ms) and missed deadlines.
+
+use rtbox_linux::sched::SchedAttr;
+
+/// The local priority a thread's own policy stands for: its RT priority for SCHED_FIFO/RR,
+/// 0 for every other policy (normal threads rank below every RT member of the box).
+pub fn local_priority(attr: &SchedAttr) -> u32 {
+    if attr.is_rt() {
+        attr.priority
+    } else {
+        0
+    }
+}
+
+/// The new local priority of a member whose policy reads `current` while rtbox last set
+/// `applied`, when the difference is a change of its own (or its program's) priority: `None`
+/// when rtbox's setting is still in place, or when the new local priority equals `local`.
+pub fn changed_by_member(current: &SchedAttr, applied: &SchedAttr, local: u32) -> Option<u32> {
+    if current.same_policy(applied) {
+        return None;
+    }
+    let p = local_priority(current);
+    (p != local).then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_setting_its_own_fifo_priority_gets_that_rank() {
+        let applied = SchedAttr::fifo(88);
+        let own = SchedAttr {
+            flags: 0,
+            ..SchedAttr::fifo(47)
+        };
+        assert_eq!(changed_by_member(&own, &applied, 0), Some(47));
+    }
+
+    #[test]
+    fn rtbox_own_setting_or_an_unchanged_rank_is_no_change() {
+        let applied = SchedAttr::fifo(88);
+        assert_eq!(changed_by_member(&applied, &applied, 0), None);
+        let own = SchedAttr {
+            flags: 0,
+            ..SchedAttr::fifo(47)
+        };
+        assert_eq!(changed_by_member(&own, &applied, 47), None);
+    }
+
+    #[test]
+    fn a_member_going_back_to_a_normal_policy_ranks_as_normal() {
+        let applied = SchedAttr::fifo(88);
+        assert_eq!(
+            changed_by_member(&SchedAttr::other(0), &applied, 47),
+            Some(0)
+        );
+        assert_eq!(local_priority(&SchedAttr::idle()), 0);
+    }
+}
