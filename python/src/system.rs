@@ -7,8 +7,8 @@ use rtbox_model::{admit_with_loop, parse_duration, LoopCost, Nanos};
 use rtbox_sim::{simulate, ModelKind, SimError, SimOptions};
 
 use crate::errors::{self, config_error_with, SimulationError, SynthesisError};
-use rtbox_experiment::report;
 use crate::sim::SimReport;
+use rtbox_experiment::report;
 
 /// A platform with boxes and tasks, validated as `rtbox check` validates a file. Build one with
 /// `rtbox.load`, `rtbox.loads`, `rtbox.System.build` or `rtbox.from_simso`.
