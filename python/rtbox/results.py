@@ -29,7 +29,8 @@ class CpuLoad:
 
     cpu: int
     total: float
-    loop_share: float
+    #: The daemon's enforcement loop's share of the CPU (0 when checked without it).
+    loop: float
     cap: float
     servers: List[ServerLoad]
 
@@ -61,7 +62,7 @@ class Admission:
                 CpuLoad(
                     cpu=c["cpu"],
                     total=c["total"],
-                    loop_share=c["loop_share"],
+                    loop=c["loop"],
                     cap=c["cap"],
                     servers=[ServerLoad(**s) for s in c["servers"]],
                 )
@@ -98,7 +99,11 @@ class TaskVerdict:
     response_bound_ns: Optional[int]
     response_exceeds_ns: Optional[int]
     vcpu: Optional[int]
+    #: The CPU of its vCPU, when the test places tasks on vCPUs.
+    cpu: Optional[int]
     check: Optional[Check]
+    #: The inequality the verdict rests on, with its numbers (the CLI's ``condition`` column).
+    condition: str
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,8 @@ class BoxVerdict:
     """One box: its supply, the test matching its policy and placement, and its tasks."""
 
     box: str
-    supply: Optional[str]
+    #: The reserved supply in words ("no reserved supply (shared)" for a shared box).
+    supply: str
     test: str
     heuristic: Optional[str]
     schedulable: bool
@@ -116,7 +122,7 @@ class BoxVerdict:
 
 @dataclass(frozen=True)
 class Analysis:
-    """``rtbox analyze``: admission plus every box's verdict."""
+    """``rtbox analyze``: admission plus the verdict of every box that has tasks."""
 
     schedulable: bool
     admission: Admission
@@ -162,7 +168,8 @@ class Analysis:
             boxes.append(BoxVerdict(**{**b, "tasks": tasks}))
         return Analysis(
             schedulable=d["schedulable"],
-            admission=Admission._from(d["admission"]),
+            # The CLI's JSON carries the admission's fields at its top level.
+            admission=Admission._from(d),
             boxes=boxes,
             background=list(d["background"]),
         )
@@ -193,10 +200,17 @@ class Synthesis:
 
     @staticmethod
     def _from(d: dict[str, Any]) -> "Synthesis":
-        s = d.pop("server")
-        table = [tuple(r) for r in d.pop("table", [])]
+        # The CLI's shape: {box, interface: {kind, ...}, toml}; BDM alphas as exact decimal text.
+        i = dict(d["interface"])
+        s = i.pop("server", None)
+        table = [(r["delta_ns"], None if r["alpha"] is None else float(r["alpha"])) for r in i.pop("table", [])]
+        alpha = i.pop("alpha", None)
         return Synthesis(
+            box=d["box"],
+            toml=d["toml"],
+            alpha=None if alpha is None else float(alpha),
+            alpha_text=alpha,
             server=(s["budget_ns"], s["period_ns"]) if s else None,
-            table=table,  # type: ignore[arg-type]
-            **d,
+            table=table,
+            **i,
         )

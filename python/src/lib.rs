@@ -10,7 +10,6 @@ use pyo3::prelude::*;
 mod errors;
 mod frames;
 mod generate;
-mod report;
 mod sim;
 mod sweep;
 mod system;

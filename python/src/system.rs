@@ -7,8 +7,8 @@ use rtbox_model::{admit_with_loop, parse_duration, LoopCost, Nanos};
 use rtbox_sim::{simulate, ModelKind, SimError, SimOptions};
 
 use crate::errors::{self, config_error_with, SimulationError, SynthesisError};
-use crate::report;
 use crate::sim::SimReport;
+use rtbox_experiment::report;
 
 /// A platform with boxes and tasks, validated as `rtbox check` validates a file. Build one with
 /// `rtbox.load`, `rtbox.loads`, `rtbox.System.build` or `rtbox.from_simso`.
@@ -110,7 +110,7 @@ impl System {
     /// Every box's verdict, as `rtbox analyze`. Returns JSON text.
     fn analyze(&self, py: Python<'_>) -> String {
         let r = py.allow_threads(|| rtbox_analysis::analyze(&self.inner));
-        report::analysis(&r).to_string()
+        report::analysis(&r, None).to_string()
     }
 
     /// The smallest interface of `kind` (bdm, mpr, server) for a box, as

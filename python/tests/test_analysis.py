@@ -1,5 +1,6 @@
 """Admission, analysis and synthesis: the values of the CLI's --json, and errors naming fields."""
 
+import json
 import pickle
 
 import pytest
@@ -67,6 +68,7 @@ def test_check_without_the_daemon_loop_admits_the_bdm_example(bdm_file, cli_json
     a = rtbox.load(bdm_file).check(loop_step_us=0)
     cli = cli_json("check", bdm_file, "--loop-step-us", "0")
     assert a.admitted is cli["admitted"] is True
+    assert [c.loop for c in a.cpus] == [c["loop"] for c in cli["cpus"]] == [0.0, 0.0]
     servers = [(s.box, s.cpu, s.budget_ns, s.period_ns) for c in a.cpus for s in c.servers]
     assert servers == [
         (s["box"], s["cpu"], s["budget_ns"], s["period_ns"]) for c in cli["cpus"] for s in c["servers"]
@@ -131,3 +133,27 @@ def test_built_system_equals_the_loaded_file(bdm_file):
     copy = pickle.loads(pickle.dumps(built))
     assert copy.to_toml() == built.to_toml()
     assert copy.synthesize("Y1", delta="20ms").alpha_text == "0.68"
+
+
+def test_native_json_is_the_clis_json(bdm_file, cli_json):
+    """One shape: the binding's JSON equals the CLI's --json, field for field."""
+    system = rtbox.load(bdm_file)
+    assert json.loads(system._native.check(None)) == cli_json("check", bdm_file)
+    assert json.loads(system._native.analyze()) == cli_json("analyze", bdm_file)
+    native = json.loads(system._native.synthesize("Y1", "bdm", "20ms", None))
+    cli = cli_json("analyze", bdm_file, "--box", "Y1", "--synthesize", "bdm", "--delta", "20ms")
+    assert cli["found"] is True and cli["boxes"] == [native]
+
+
+def test_analysis_carries_the_clis_loop_supply_cpu_and_condition(bdm_file, cli_json):
+    a = rtbox.load(bdm_file).check()
+    cli = cli_json("check", bdm_file)
+    assert [c.loop for c in a.cpus] == [c["loop"] for c in cli["cpus"]]
+    assert all(c.loop > 0 for c in a.cpus), a.cpus
+    report = rtbox.load(bdm_file).analyze()
+    cli = cli_json("analyze", bdm_file)
+    assert [b.supply for b in report.boxes] == [b["supply"] for b in cli["boxes"]]
+    ours = [(t.cpu, t.condition) for b in report.boxes for t in b.tasks]
+    assert ours == [(t["cpu"], t["condition"]) for b in cli["boxes"] for t in b["tasks"]]
+    assert all(c for _, c in ours), ours
+    assert report.admission.cpus and report.admission.admitted is cli["admitted"]

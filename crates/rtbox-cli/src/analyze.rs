@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rtbox_analysis::synth::{synthesize_box, Request, SynthError, Synthesis};
-use rtbox_analysis::{analyze, BoxReport, SystemReport, TestKind};
+use rtbox_analysis::{analyze, BoxReport};
+use rtbox_experiment::report;
 use rtbox_model::{format_duration, format_ms, parse_duration, Interface, Nanos, System};
 use serde_json::json;
 
@@ -94,45 +95,31 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn selected<'a>(report: &'a SystemReport, only: Option<&str>) -> Vec<&'a BoxReport> {
-    report
-        .boxes
-        .iter()
-        .filter(|b| only.is_none_or(|n| b.name == n))
-        .filter(|b| only.is_some() || !b.tasks.is_empty())
-        .collect()
-}
-
 fn run_analysis(system: &System, args: &Args) -> ExitCode {
-    let report = analyze(system);
-    let boxes = selected(&report, args.box_name.as_deref());
-    let ok = report.admission.admitted() && boxes.iter().all(|b| b.schedulable());
+    let analysis = analyze(system);
+    let only = args.box_name.as_deref();
+    let boxes = report::selected(&analysis, only);
+    let ok = report::schedulable(&analysis, only);
     if args.json {
-        let v = json!({
-            "schedulable": ok,
-            "admitted": report.admission.admitted(),
-            "refusals": report.admission.refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
-            "boxes": boxes.iter().map(|b| box_json(b)).collect::<Vec<_>>(),
-            "background": report.background,
-        });
+        let v = report::analysis(&analysis, only);
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         let mut out = String::new();
-        if report.admission.admitted() {
+        if analysis.admission.admitted() {
             out.push_str("admission: admitted\n");
         } else {
             out.push_str("admission: refused\n");
-            for r in &report.admission.refusals {
+            for r in &analysis.admission.refusals {
                 out.push_str(&format!("  {r}\n"));
             }
         }
         for b in &boxes {
             out.push_str(&render_box(b));
         }
-        if args.box_name.is_none() && !report.background.is_empty() {
+        if args.box_name.is_none() && !analysis.background.is_empty() {
             out.push_str(&format!(
                 "background tasks (no reservation, not analysed): {}\n",
-                report.background.join(", ")
+                analysis.background.join(", ")
             ));
         }
         out.push_str(if ok {
@@ -145,76 +132,13 @@ fn run_analysis(system: &System, args: &Args) -> ExitCode {
     ExitCode::from(if ok { 0 } else { 1 })
 }
 
-fn supply_text(b: &BoxReport) -> String {
-    b.reservation.as_ref().map_or_else(
-        || "no reserved supply (shared)".to_string(),
-        |r| r.describe(),
-    )
-}
-
-fn ms(w: u128) -> String {
-    format_ms(u64::try_from(w).unwrap_or(u64::MAX))
-}
-
-/// The condition a task's verdict rests on, with its numbers.
-fn condition(b: &BoxReport, i: usize) -> String {
-    let t = &b.verdict.tasks[i];
-    if let Some(v) = t.vcpu {
-        let cpu = b
-            .vcpu_cpus
-            .get(v)
-            .map_or(String::new(), |c| format!(" (CPU {c})"));
-        let why = match (t.exceeds, t.check) {
-            _ if t.schedulable => String::new(),
-            (Some(r), _) => format!(": response >= {} > D", format_ms(r)),
-            (None, Some(c)) => format!(
-                ": dbf({}) = {} > sbf = {}",
-                format_duration(c.window),
-                ms(c.demand),
-                ms(c.supply)
-            ),
-            (None, None) => ": utilization not below the server rate".into(),
-        };
-        return format!("on vCPU {v}{cpu}{why}");
-    }
-    match (b.verdict.test, t.check) {
-        (TestKind::NoGuarantee, _) => "no guaranteed supply or no real-time policy".into(),
-        (TestKind::PartitionedEdf | TestKind::PartitionedFp, None) => "no vCPU accepts it".into(),
-        (test, Some(c)) => {
-            let rel = if c.holds() { "<=" } else { ">" };
-            // Its own inequality holds, but its interference bound assumed others pass.
-            let void = match test {
-                _ if t.schedulable || !c.holds() => "",
-                TestKind::GlobalEdf => "; void: another task fails",
-                _ => "; void: a task of higher or equal priority fails",
-            };
-            let text = match c.k {
-                Some(k) => format!(
-                    "k={k}: kC+W = {} {rel} Y_{k}({}) = {}",
-                    ms(c.demand),
-                    format_duration(c.window),
-                    ms(c.supply)
-                ),
-                None => format!(
-                    "demand {} {rel} sbf({}) = {}",
-                    ms(c.demand),
-                    format_duration(c.window),
-                    ms(c.supply)
-                ),
-            };
-            format!("{text}{void}")
-        }
-        (_, None) => "WCET or jitter exceeds the deadline".into(),
-    }
-}
-
 fn render_box(b: &BoxReport) -> String {
     let verdict = if b.schedulable() {
         "schedulable"
     } else {
         "NOT schedulable"
     };
-    let mut out = format!("box {}: {}\n", b.name, supply_text(b));
+    let mut out = format!("box {}: {}\n", b.name, report::supply_text(b));
     let heuristic = b
         .verdict
         .heuristic
@@ -260,42 +184,11 @@ fn render_box(b: &BoxReport) -> String {
             if o.schedulable { "ok" } else { "FAIL" }.into(),
             o.response
                 .map_or("-".into(), |r| format!("R <= {}", format_ms(r))),
-            condition(b, i),
+            report::condition(b, i),
         ]);
     }
     out.push_str(&t.render(2));
     out
-}
-
-fn box_json(b: &BoxReport) -> serde_json::Value {
-    json!({
-        "box": b.name,
-        "supply": supply_text(b),
-        "test": b.verdict.test.describe(),
-        "heuristic": b.verdict.heuristic,
-        "schedulable": b.schedulable(),
-        "tasks": b.tasks.iter().enumerate().map(|(i, t)| {
-            let o = &b.verdict.tasks[i];
-            json!({
-                "task": b.task_names[i],
-                "wcet_ns": t.wcet, "deadline_ns": t.deadline, "period_ns": t.period,
-                "priority": b.priorities[i],
-                "schedulable": o.schedulable,
-                "response_bound_ns": o.response,
-                "vcpu": o.vcpu,
-                "response_exceeds_ns": o.exceeds,
-                "cpu": o.vcpu.and_then(|v| b.vcpu_cpus.get(v)),
-                "check": o.check.map(|c| json!({
-                    "window_ns": c.window,
-                    "demand_ns": u64::try_from(c.demand).unwrap_or(u64::MAX),
-                    "supply_ns": u64::try_from(c.supply).unwrap_or(u64::MAX),
-                    "k": c.k,
-                    "holds": c.holds(),
-                })),
-                "condition": condition(b, i),
-            })
-        }).collect::<Vec<_>>(),
-    })
 }
 
 fn run_synthesis(system: &System, args: &Args, request: Request) -> ExitCode {
@@ -320,7 +213,7 @@ fn run_synthesis(system: &System, args: &Args, request: Request) -> ExitCode {
         let v = json!({
             "found": ok,
             "boxes": results.iter().map(|(n, r)| match r {
-                Ok(s) => synthesis_json(s),
+                Ok(s) => report::synthesis(s),
                 Err(e) => json!({ "box": n, "error": e.to_string() }),
             }).collect::<Vec<_>>(),
         });
@@ -395,22 +288,4 @@ fn render_synthesis(s: &Synthesis) -> String {
     out.push_str("  configuration entry:\n");
     out.push_str(&s.toml);
     out
-}
-
-fn synthesis_json(s: &Synthesis) -> serde_json::Value {
-    let iface = match &s.interface {
-        Interface::Bdm { alpha, delta } => json!({
-            "kind": "bdm", "alpha": alpha.to_string(), "delta_ns": delta,
-            "server": s.server.map(|(q, p)| json!({ "budget_ns": q, "period_ns": p })),
-            "table": s.table.iter().map(|(d, a)| json!({ "delta_ns": d, "alpha": a.map(|a| a.to_string()) })).collect::<Vec<_>>(),
-        }),
-        Interface::Mpr { theta, pi, m } => {
-            json!({ "kind": "mpr", "theta_ns": theta, "pi_ns": pi, "m": m })
-        }
-        Interface::PerCpu { budget, period } => {
-            json!({ "kind": "server", "budget_ns": budget, "period_ns": period })
-        }
-        _ => json!(null),
-    };
-    json!({ "box": s.box_name, "interface": iface, "toml": s.toml })
 }

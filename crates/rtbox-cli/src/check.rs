@@ -36,7 +36,7 @@ pub fn run(args: Args) -> ExitCode {
         LoopCost::with_step(args.loop_step_us.saturating_mul(1000)),
     );
     if args.json {
-        let mut v = to_json(&admission);
+        let mut v = rtbox_experiment::report::admission(&admission);
         if !members.is_empty() {
             v["members"] = members_json(&members);
         }
@@ -144,30 +144,6 @@ pub fn render(a: &Admission) -> String {
         "refused\n"
     });
     out
-}
-
-pub fn to_json(a: &Admission) -> serde_json::Value {
-    json!({
-        "admitted": a.admitted(),
-        "cpus": a.cpus.iter().map(|c| json!({
-            "cpu": c.cpu,
-            "total": c.total.as_f64(),
-            "loop": c.loop_share.as_f64(),
-            "cap": c.cap.as_f64(),
-            "servers": c.servers.iter().map(|s| json!({
-                "box": s.box_name,
-                "cpu": s.cpu,
-                "budget_ns": s.budget,
-                "period_ns": s.period,
-                "bandwidth": s.bandwidth.as_f64(),
-                "role": match s.role { Role::Whole => "whole", Role::Remainder => "remainder" },
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "shared": a.shared.iter().map(|s| json!({
-            "box": s.box_name, "cpu": s.cpu, "weight": s.weight, "share": s.share.as_f64(),
-        })).collect::<Vec<_>>(),
-        "refusals": a.refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
-    })
 }
 
 /// Members are only listed: whether they exist is checked when the daemon starts.

@@ -9,10 +9,14 @@
 //!   must show no deadline miss in simulation (synchronous WCET releases and a random sporadic
 //!   variant), and no response time above the analysis bound.
 //!
+//! - [`report`]: admission, analysis and synthesis results as JSON, one shape for the CLI's
+//!   `--json` and the Python binding.
+//!
 //! No I/O: callers get strings and numbers back.
 
 pub mod agreement;
 pub mod plot;
 pub mod pool;
+pub mod report;
 pub mod settings;
 pub mod sweep;
