@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rtbox_daemon::bench::{acceptance_cases, percentile, run_case, spawn_hog};
 use rtbox_daemon::{Runtime, RuntimeOptions, Target};
+use rtbox_harness::{acceptance_cases, percentile, run_case, spawn_hog};
 use rtbox_model::{BoxSpec, Interface, Platform};
 
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -1,16 +1,18 @@
-//! Experiment harness for the acceptance figures of issue 5: runs a [`Runtime`] in this process
-//! (the calling thread becomes the enforcement loop at SCHED_FIFO [`LOOP_PRIO`]) against real
-//! CPU hogs, and measures what each hog got from the kernel's schedstat.
+//! The experiment harness: drives the real rtbox runtime for experiments and root tests. A case
+//! runs a [`Runtime`] in this process (the calling thread becomes the enforcement loop at
+//! SCHED_FIFO [`LOOP_PRIO`]) against real CPU hogs, and measures what each hog got from the
+//! kernel's schedstat. [`BusyHogs`] loads the machine for the busy-machine test mode.
 //!
 //! Used by `examples/acceptance.rs` (10 s cases, figures for docs/benchmarks-runtime.md) and by
-//! the short CI versions in `tests/acceptance.rs`. Everything is restored at the end of a case.
+//! the short CI versions in `rtbox-daemon/tests/acceptance.rs`. Everything is restored at the
+//! end of a case. Not part of the daemon: nothing here runs in production.
 
 use std::process::{Child, Command, Stdio};
 
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_model::{BoxSpec, Platform};
 
-use crate::runtime::{Runtime, RuntimeOptions, Target, LOOP_PRIO};
+use rtbox_daemon::{Runtime, RuntimeOptions, Target, LOOP_PRIO};
 
 /// An unmanaged hog's scheduling: none (SCHED_OTHER), or FIFO at a priority, optionally pinned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
