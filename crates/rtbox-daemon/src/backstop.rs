@@ -18,10 +18,11 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use rtbox_linux::perf::TaskClock;
+use rtbox_linux::pimutex::{PiGuard, PiMutex};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::{cgroup, LinuxError};
 
@@ -101,7 +102,10 @@ pub struct Backstop {
     /// Written by a backstop thread after it stopped members: wakes the loop (if it can run,
     /// its plan was stale, and it must look at once).
     wake: Arc<OwnedFd>,
-    shared: Arc<Mutex<Shared>>,
+    /// Priority-inheriting: the loop holds it while it thaws members, and a loop preempted
+    /// there (by the member it thawed, when the loop is not above it) must not keep the
+    /// backstop threads waiting while that member runs (see `rtbox_linux::pimutex`).
+    shared: Arc<PiMutex<Shared>>,
     /// Per CPU: an eventfd that makes its thread re-read its plan (an earlier stop).
     kicks: Vec<Arc<OwnedFd>>,
     /// Per CPU: its thread's timer, armed by the loop only while the loop runs on that CPU.
@@ -171,14 +175,14 @@ fn drain(fd: &OwnedFd) -> bool {
     unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) == 8 }
 }
 
-fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+fn lock(m: &PiMutex<Shared>) -> PiGuard<'_, Shared> {
+    m.lock()
 }
 
 impl Backstop {
     /// Starts one backstop thread on each of `cpus`.
     pub fn start(cpus: &[u32]) -> Result<Backstop, LinuxError> {
-        let shared = Arc::new(Mutex::new(Shared {
+        let shared = Arc::new(PiMutex::new(Shared {
             plans: vec![Vec::new(); cpus.len()],
             armed: vec![0; cpus.len()],
             ..Shared::default()
@@ -309,7 +313,7 @@ impl Backstop {
 
 /// A backstop thread: sleep on its timer (armed from here, so it fires on this CPU) or a kick;
 /// stop every planned group that is due, then re-arm for the next one.
-fn watch(i: usize, shared: &Mutex<Shared>, timer: &OwnedFd, kicked: &OwnedFd, wake: &OwnedFd) {
+fn watch(i: usize, shared: &PiMutex<Shared>, timer: &OwnedFd, kicked: &OwnedFd, wake: &OwnedFd) {
     loop {
         let mut fds = [
             libc::pollfd {

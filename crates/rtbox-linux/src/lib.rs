@@ -18,6 +18,7 @@ pub mod error;
 pub mod gated;
 pub mod journal;
 pub mod perf;
+pub mod pimutex;
 pub mod procevents;
 pub mod procfs;
 pub mod sched;
