@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints with warnings denied, and every test of the workspace.
+# The whole test suite: formatting, lints with warnings denied, and every test of the workspace;
+# then the tests of the real runtime (root; they skip otherwise) a second time on a busy machine:
+# one unmanaged SCHED_OTHER hog per CPU beside them (scripts/busy.sh, RTBOX_TEST_BUSY=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,3 +9,10 @@ export CARGO_TERM_COLOR=never
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace
+if [ "$(id -u)" -eq 0 ]; then
+    echo "test.sh: busy-machine pass (real-runtime tests beside one CPU hog per CPU)" >&2
+    bash scripts/busy.sh cargo test -p rtbox-daemon
+    bash scripts/busy.sh cargo test -p rtbox-cli --test daemon --test daemon_members
+else
+    echo "test.sh: busy-machine pass skipped: the real-runtime tests need root" >&2
+fi
