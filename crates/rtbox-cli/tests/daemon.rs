@@ -811,11 +811,11 @@ struct Full {
 fn full_state(pid: i32) -> Full {
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
     let v2 = cgroup::parse_proc_cgroup(&cgroup).v2.unwrap_or_default();
-    let frozen = std::fs::read_to_string(format!(
-        "/sys/fs/cgroup/unified{}/cgroup.freeze",
-        v2.trim_end_matches('/')
-    ))
-    .is_ok_and(|f| f.trim() == "1");
+    let root = cgroup::detect().ok().and_then(|l| l.v2);
+    let frozen = root.is_some_and(|r| {
+        std::fs::read_to_string(r.join(v2.trim_start_matches('/')).join("cgroup.freeze"))
+            .is_ok_and(|f| f.trim() == "1")
+    });
     Full {
         attr: sched::get_attr(pid).expect("attr"),
         cpus: sched::get_affinity(pid).expect("affinity"),
