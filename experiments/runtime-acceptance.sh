@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "runtime-acceptance: needs root; skipped"; exit 0; fi
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
-cargo build --release -q -p rtbox-daemon --example acceptance
+cargo build --release -q -p rtbox-harness --example acceptance
 target/release/examples/acceptance "${1:-10}" "${2:-}"
 if [ -z "${2:-}" ]; then
   echo

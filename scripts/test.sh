@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints with warnings denied, every test of the workspace, then
+# The whole test suite: formatting, lints with warnings denied, and every test of the workspace;
+# then the tests of the real runtime (root; they skip otherwise) a second time on a busy machine:
+# one unmanaged SCHED_OTHER hog per CPU beside them (scripts/busy.sh, RTBOX_TEST_BUSY=1); then
 # the Python package (python/, its own cargo workspace): lints, `pip install ./python`, pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +10,13 @@ export CARGO_TERM_COLOR=never
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace
+if [ "$(id -u)" -eq 0 ]; then
+    echo "test.sh: busy-machine pass (real-runtime tests beside one CPU hog per CPU)" >&2
+    bash scripts/busy.sh cargo test -p rtbox-daemon
+    bash scripts/busy.sh cargo test -p rtbox-cli --test daemon --test daemon_members
+else
+    echo "test.sh: busy-machine pass skipped: the real-runtime tests need root" >&2
+fi
 
 # The Python package. Its crate is outside the workspace (docs/python.md), so it is formatted
 # and linted on its own; pip builds it with maturin (installed by setup.sh, hence no isolated

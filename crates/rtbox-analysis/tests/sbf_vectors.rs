@@ -1,27 +1,14 @@
-//! Issue 3: every vector of shared/notes/sbf_vectors.json is checked here. The file lives
-//! outside the repository (shared/ beside it); a missing file fails the test loudly.
+//! Issue 3: every vector of `tests/data/sbf_vectors.json` (brute-force exact supply-bound values,
+//! see `tests/data/README.md`) is checked here.
 
 use std::path::PathBuf;
 
 use rtbox_analysis::supply::{mpr_sbf, oracle, prm_sbf, Edp, Supply};
 use serde_json::Value;
 
-/// `shared/notes/sbf_vectors.json`, looked up as ../../../shared from the crate (a clone with
-/// shared/ beside it) and then in every further ancestor (worktrees nest deeper).
+/// The vectors, kept in the repository beside this test.
 fn vectors() -> Value {
-    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let found = crate_dir
-        .ancestors()
-        .skip(2)
-        .map(|a| a.join("shared/notes/sbf_vectors.json"))
-        .find(|p| p.is_file());
-    let path = found.unwrap_or_else(|| {
-        panic!(
-            "sbf_vectors.json not found: expected ../../../shared/notes/sbf_vectors.json from {} \
-             (or in an ancestor); the vectors of issue 3 cannot be checked without it",
-            crate_dir.display()
-        )
-    });
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sbf_vectors.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))

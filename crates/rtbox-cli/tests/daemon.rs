@@ -797,3 +797,199 @@ fn an_rt_member_of_a_shared_box_runs_as_a_normal_thread() {
     assert_eq!(code, 0, "{msg}");
     assert_eq!(state(pid), orig);
 }
+
+/// What the storm test compares: scheduling attributes, affinity and every line of
+/// `/proc/PID/cgroup`, and whether the thread sits in a frozen v2 cgroup.
+#[derive(Debug, Clone, PartialEq)]
+struct Full {
+    attr: SchedAttr,
+    cpus: Vec<u32>,
+    cgroup: String,
+    frozen: bool,
+}
+
+fn full_state(pid: i32) -> Full {
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let v2 = cgroup::parse_proc_cgroup(&cgroup).v2.unwrap_or_default();
+    let root = cgroup::detect().ok().and_then(|l| l.v2);
+    let frozen = root.is_some_and(|r| {
+        std::fs::read_to_string(r.join(v2.trim_start_matches('/')).join("cgroup.freeze"))
+            .is_ok_and(|f| f.trim() == "1")
+    });
+    Full {
+        attr: sched::get_attr(pid).expect("attr"),
+        cpus: sched::get_affinity(pid).expect("affinity"),
+        cgroup,
+        frozen,
+    }
+}
+
+/// A small xorshift generator: the kill times only need to be spread, and the seed printed.
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// Issue 5, crash safety under fire: the daemon is killed with SIGKILL at 24 random points
+/// (0-300 ms after its socket appears) while a client sets it up and keeps changing it: a box
+/// on CPU 0 with a busy process, a global box with another, and boxes created, given a member
+/// and deleted in turn. After each kill every thread that was or might have been touched must
+/// be back within 200 ms: policy and priority, affinity, every line of /proc/PID/cgroup, and
+/// not frozen. Prints the restore times (the figures of docs/runtime.md).
+#[test]
+fn kill_9_storm_restores_every_thread_each_time() {
+    let Some(_g) = serial(
+        "kill_9_storm_restores_every_thread_each_time",
+        "real SCHED_FIFO threads, cgroups, perf",
+    ) else {
+        return;
+    };
+    if sched::online_cpus() < 2 {
+        eprintln!("kill_9_storm: skipped: needs 2 CPUs");
+        return;
+    }
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    eprintln!("kill_9_storm: seed {seed}");
+    // Pinned box's hog, global box's hog, and three sleepers (one pinned to CPU 1 beforehand).
+    let procs = [hog(), hog(), sleeper(), sleeper(), sleeper()];
+    let pids: Vec<i32> = procs.iter().map(|p| p.0.id() as i32).collect();
+    sched::set_affinity(pids[4], &[1]).unwrap();
+    let orig: Vec<Full> = pids.iter().map(|&p| full_state(p)).collect();
+    let mut times = Vec::new();
+    let mut last_field = Vec::new();
+    for round in 0..24 {
+        let mut env = Env::start("storm");
+        let sock = env.sock.clone();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let client = {
+            let (stop, pids) = (stop.clone(), pids.clone());
+            std::thread::spawn(move || {
+                let rtbox = |args: &[&str]| {
+                    Command::new(env!("CARGO_BIN_EXE_rtbox"))
+                        .args(args)
+                        .arg("--socket")
+                        .arg(&sock)
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .map(|s| s.success())
+                        .unwrap_or(false)
+                };
+                let p = |i: usize| pids[i].to_string();
+                let steps: [&[&str]; 4] = [
+                    &[
+                        "box", "create", "P", "--budget", "20ms", "--period", "100ms", "--cpus",
+                        "0",
+                    ],
+                    &["attach", "P", "--pid", &p(0)],
+                    &[
+                        "box", "create", "G", "--budget", "30ms", "--period", "100ms", "--cpus",
+                        "0-1",
+                    ],
+                    &["attach", "G", "--pid", &p(1)],
+                ];
+                for s in steps {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) || !rtbox(s) {
+                        return;
+                    }
+                }
+                let mut k = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let name = format!("X{k}");
+                    if !rtbox(&[
+                        "box", "create", &name, "--budget", "5ms", "--period", "100ms",
+                    ]) {
+                        return;
+                    }
+                    let _ = rtbox(&["attach", &name, "--pid", &p(2 + k % 3)]);
+                    if k > 0 {
+                        let _ = rtbox(&["box", "delete", &format!("X{}", k - 1)]);
+                    }
+                    k += 1;
+                }
+            })
+        };
+        let delay = xorshift(&mut seed) % 300;
+        std::thread::sleep(Duration::from_millis(delay));
+        let mut d = env.daemon.take().unwrap();
+        d.kill().unwrap(); // SIGKILL
+        let killed = Instant::now();
+        let _ = d.wait();
+        let reaped = killed.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Poll every thread until all are back (or 3 s, to show how late).
+        let mut differs = String::new();
+        let took = loop {
+            let now: Vec<Full> = pids.iter().map(|&p| full_state(p)).collect();
+            if now == orig {
+                break killed.elapsed();
+            }
+            let i = (0..pids.len()).find(|&i| now[i] != orig[i]).unwrap();
+            let (a, b) = (&now[i], &orig[i]);
+            differs = format!(
+                "process {i}: {}",
+                if a.attr != b.attr {
+                    "policy/priority"
+                } else if a.cpus != b.cpus {
+                    "affinity"
+                } else if a.cgroup != b.cgroup {
+                    "cgroup"
+                } else {
+                    "frozen"
+                }
+            );
+            if killed.elapsed() > Duration::from_secs(3) {
+                panic!(
+                    "round {round} (kill after {delay} ms): not restored after 3 s: {differs}\n\
+                     now {a:#?}\n orig {b:#?}"
+                );
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        client.join().unwrap();
+        // The watchdog removes the journal after its last restore.
+        let journal = env.dir.join("state.json");
+        let t0 = Instant::now();
+        while journal.exists() && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!journal.exists(), "round {round}: journal left behind");
+        eprintln!(
+            "kill_9_storm round {round}: kill after {delay} ms, daemon gone after {:.1} ms, \
+             restored after {:.1} ms{}",
+            reaped.as_secs_f64() * 1e3,
+            took.as_secs_f64() * 1e3,
+            if differs.is_empty() {
+                String::new()
+            } else {
+                format!(" (last back: {differs})")
+            }
+        );
+        times.push((took, round, delay));
+        last_field.push(differs);
+    }
+    times.sort();
+    let worst = times.last().unwrap();
+    eprintln!(
+        "kill_9_storm: {} kills; restore median {:.1} ms, worst {:.1} ms (round {}, kill after \
+         {} ms)",
+        times.len(),
+        times[times.len() / 2].0.as_secs_f64() * 1e3,
+        worst.0.as_secs_f64() * 1e3,
+        worst.1,
+        worst.2
+    );
+    assert!(
+        worst.0 < Duration::from_millis(200),
+        "round {} took {:?} to restore (kill after {} ms): {}",
+        worst.1,
+        worst.0,
+        worst.2,
+        last_field[worst.1]
+    );
+}

@@ -18,11 +18,12 @@
 
 use std::fs::File;
 use std::os::fd::AsFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use rtbox_linux::fdwait::{self, EventFd, TimerFd};
 use rtbox_linux::perf::TaskClock;
+use rtbox_linux::pimutex::{PiGuard, PiMutex};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::{cgroup, LinuxError};
 
@@ -98,7 +99,7 @@ struct Shared {
 
 /// The backstop's lock, held while the loop thaws (see [`Backstop::lock`]).
 pub struct Locked<'a> {
-    _held: MutexGuard<'a, Shared>,
+    _held: PiGuard<'a, Shared>,
     /// The members frozen since the loop last looked.
     pub report: Vec<i32>,
 }
@@ -109,7 +110,10 @@ pub struct Backstop {
     /// Written by a backstop thread after it stopped members: wakes the loop (if it can run,
     /// its plan was stale, and it must look at once).
     wake: Arc<EventFd>,
-    shared: Arc<Mutex<Shared>>,
+    /// Priority-inheriting: the loop holds it while it thaws members, and a loop preempted
+    /// there (by the member it thawed, when the loop is not above it) must not keep the
+    /// backstop threads waiting while that member runs (see `rtbox_linux::pimutex`).
+    shared: Arc<PiMutex<Shared>>,
     /// Per CPU: an eventfd that makes its thread re-read its plan (an earlier stop).
     kicks: Vec<Arc<EventFd>>,
     /// Per CPU: its thread's timer, armed by the loop only while the loop runs on that CPU.
@@ -123,14 +127,14 @@ fn arm(timer: &TimerFd, at: u64) {
     let _ = timer.arm_at(at);
 }
 
-fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+fn lock(m: &PiMutex<Shared>) -> PiGuard<'_, Shared> {
+    m.lock()
 }
 
 impl Backstop {
     /// Starts one backstop thread on each of `cpus`.
     pub fn start(cpus: &[u32]) -> Result<Backstop, LinuxError> {
-        let shared = Arc::new(Mutex::new(Shared {
+        let shared = Arc::new(PiMutex::new(Shared {
             plans: vec![Vec::new(); cpus.len()],
             armed: vec![0; cpus.len()],
             ..Shared::default()
@@ -234,7 +238,7 @@ impl Backstop {
 
 /// A backstop thread: sleep on its timer (armed from here, so it fires on this CPU) or a kick;
 /// stop every planned group that is due, then re-arm for the next one.
-fn watch(i: usize, shared: &Mutex<Shared>, timer: &TimerFd, kicked: &EventFd, wake: &EventFd) {
+fn watch(i: usize, shared: &PiMutex<Shared>, timer: &TimerFd, kicked: &EventFd, wake: &EventFd) {
     loop {
         if fdwait::wait_readable(&[timer.as_fd(), kicked.as_fd()], None).is_err() {
             return;

@@ -5,7 +5,6 @@
 
 pub mod access;
 pub mod backstop;
-pub mod bench;
 pub mod charge;
 pub mod client;
 pub mod daemon;

@@ -6,9 +6,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rtbox_daemon::bench::{acceptance_cases, percentile, run_case, spawn_hog};
 use rtbox_daemon::{Runtime, RuntimeOptions, Target};
-use rtbox_model::{BoxSpec, Interface, Platform};
+use rtbox_harness::{acceptance_cases, percentile, run_case, spawn_hog};
+use rtbox_model::{BoxSpec, Interface, Mode, Platform};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -121,6 +121,14 @@ fn assert_share(what: &str, got: f64, want: f64, host_steal: f64) {
 
 /// Issue 5, acceptance items 1 (reclaim), 2 and 4, short: isolation against unmanaged load,
 /// nesting, fixed and shared boxes side by side; every box gets its expected CPU share.
+///
+/// Two expectations depend on what else runs on CPU 0, which the busy-machine mode
+/// (`scripts/busy.sh`: an unmanaged SCHED_OTHER hog per CPU) measures over the same window:
+/// - a shared box gets the rest of the CPU, in fair competition with the other normal threads
+///   there: together with the background hogs it gets the rest, and at least half of its even
+///   split of the rest with them;
+/// - a reclaim box may use time nobody else wants beyond its reservation: it gets its
+///   reservation, and CPU 0 is not left idle (`/proc/stat` over the same window).
 #[test]
 fn boxes_isolate_nest_and_share() {
     let Some(_g) = serial("boxes_isolate_nest_and_share") else {
@@ -133,21 +141,66 @@ fn boxes_isolate_nest_and_share() {
             .find(|(c, _)| c.name.starts_with(prefix))
             .expect("case");
         let o = run_case(case, &state_file("mix")).expect("run");
-        for ((b, got), want) in o.per_box.iter().zip(&expect.per_box) {
-            // A shared box gets the rest, and the enforcement loop's own CPU time comes out of
-            // the rest too.
-            let shared = case
-                .boxes
-                .iter()
-                .any(|x| &x.name == b && matches!(x.interface, Interface::Shared { .. }));
-            let want = if shared { want - o.loop_cpu } else { *want };
+        // Every box of these cases that is not on both CPUs is on CPU 0.
+        let (bg, n_bg) = (o.background_on(0), o.background_count_on(0));
+        if !o.background.is_empty() {
             eprintln!(
-                "{}: {b} {got:.4} CPU (expected {want:.3}; host steal {:.4} CPU)",
-                case.name, o.host_steal
+                "{}: background hogs {:?}, CPU 0 idle {:.4}",
+                case.name, o.background, o.idle[0]
             );
-            // 0.05 CPU as in hogs_get_their_reservation: CI noise in 1.5 s windows, well below
-            // the gap to any wrong answer (a box unthrottled, starved, or given another's share).
-            assert_share(&format!("{}: {b}", case.name), *got, want, o.host_steal);
+        }
+        for ((b, got), want) in o.per_box.iter().zip(&expect.per_box) {
+            let spec = case.boxes.iter().find(|x| &x.name == b).expect("box");
+            let what = format!("{}: {b}", case.name);
+            match (&spec.interface, spec.mode) {
+                (Interface::Shared { .. }, _) => {
+                    // The rest of CPU 0 after the fixed boxes and the enforcement loop.
+                    let rest = want - o.loop_cpu;
+                    eprintln!(
+                        "{what} {got:.4} CPU + background {bg:.4} (rest {rest:.3}; host steal \
+                         {:.4} CPU)",
+                        o.host_steal
+                    );
+                    assert_share(&what, got + bg, rest, o.host_steal);
+                    let even = rest / (1 + n_bg) as f64;
+                    assert!(
+                        *got > even / 2.0,
+                        "{what}: {got:.4} CPU of an even {even:.3}"
+                    );
+                }
+                (Interface::PerCpu { budget, period }, Mode::Reclaim) => {
+                    // Beyond its budget the member runs SCHED_IDLE: it takes the time no
+                    // other thread wants. So it gets at least its reservation, and CPU 0 is
+                    // left idle for no more than the tolerance: on an idle machine that is the
+                    // whole CPU, beside the background hogs what they leave (the rest of
+                    // normal threads always win over SCHED_IDLE).
+                    let reserved = *budget as f64 / *period as f64;
+                    eprintln!(
+                        "{what} {got:.4} CPU ({reserved:.2} reserved, idle-machine {want:.2}; \
+                         background on CPU 0 {bg:.4}, CPU 0 idle {:.4}, host steal {:.4} CPU)",
+                        o.idle[0], o.host_steal
+                    );
+                    assert!(
+                        *got > reserved - 0.05 - o.host_steal && *got < want + 0.05,
+                        "{what}: got {got:.4} CPU, reserved {reserved:.2}"
+                    );
+                    assert!(
+                        o.idle[0] < 0.05 + o.host_steal,
+                        "{what}: CPU 0 idle {:.4} while a reclaiming hog could run",
+                        o.idle[0]
+                    );
+                }
+                _ => {
+                    eprintln!(
+                        "{what} {got:.4} CPU (expected {want:.3}; host steal {:.4} CPU)",
+                        o.host_steal
+                    );
+                    // 0.05 CPU as in hogs_get_their_reservation: CI noise in 1.5 s windows,
+                    // well below the gap to any wrong answer (a box unthrottled, starved, or
+                    // given another's share).
+                    assert_share(&what, *got, *want, o.host_steal);
+                }
+            }
         }
     }
 }
@@ -388,12 +441,12 @@ fn a_dropped_runtime_restores_its_members() {
         std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"),
     );
     assert_eq!(after, before, "not restored by drop");
+    // Not frozen: it runs again. On a busy machine it shares its CPU with other normal threads
+    // (measured: 5 ms in 100 ms beside an unmanaged hog per CPU and compilers), so the check is
+    // that it runs at all over 300 ms; a frozen thread runs 0.
     let t0 = schedstat_ns(pid);
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(300));
     let ran = schedstat_ns(pid) - t0;
-    assert!(
-        ran > 20_000_000,
-        "the hog ran {ran} ns in 100 ms: still frozen?"
-    );
+    assert!(ran > 0, "the hog did not run in 300 ms: still frozen?");
     assert!(!state_file("drop").exists(), "journal left behind");
 }

@@ -20,6 +20,7 @@ pub mod fdwait;
 pub mod gated;
 pub mod journal;
 pub mod perf;
+pub mod pimutex;
 pub mod procevents;
 pub mod procfs;
 pub mod sched;

@@ -61,6 +61,18 @@ impl ThreadSnapshot {
     /// cgroup is per process: see [`cgroup::freeze_group_remove`].) Every step is tried; the
     /// first error is returned.
     pub fn restore(&self, layout: &Layout) -> Result<Restored, LinuxError> {
+        match self.restore_sched()? {
+            Restored::Gone => Ok(Restored::Gone),
+            Restored::Done => self.restore_cgroups(layout),
+        }
+    }
+
+    /// Give the thread back its policy, priority, flags and affinity: plain system calls that
+    /// never wait for another thread. Done before any cgroup write when many threads are
+    /// restored at once ([`crate::journal::JournalState::restore_all`]): a cgroup move waits
+    /// for an RCU grace period, whose kernel threads are normal threads, and members left at
+    /// SCHED_FIFO on every CPU keep them off for ~1 s (the kernel's deferred fair server).
+    pub fn restore_sched(&self) -> Result<Restored, LinuxError> {
         if !self.alive() {
             return Ok(Restored::Gone);
         }
@@ -69,6 +81,15 @@ impl ThreadSnapshot {
         if let Err(e) = sched::set_attr(self.tid, &self.attr) {
             first.get_or_insert(e);
         }
+        if let Err(e) = sched::set_affinity(self.tid, &self.affinity) {
+            first.get_or_insert(e);
+        }
+        self.outcome(first)
+    }
+
+    /// Give the thread back its v1 cpu cgroup (after [`ThreadSnapshot::restore_sched`]).
+    pub fn restore_cgroups(&self, layout: &Layout) -> Result<Restored, LinuxError> {
+        let mut first: Option<LinuxError> = None;
         if let Some(orig) = &self.cgroups.v1_cpu {
             let now = cgroup::thread_cgroups(self.tid).ok().and_then(|c| c.v1_cpu);
             if now.as_deref() != Some(orig.as_str()) {
@@ -77,9 +98,10 @@ impl ThreadSnapshot {
                 }
             }
         }
-        if let Err(e) = sched::set_affinity(self.tid, &self.affinity) {
-            first.get_or_insert(e);
-        }
+        self.outcome(first)
+    }
+
+    fn outcome(&self, first: Option<LinuxError>) -> Result<Restored, LinuxError> {
         match first {
             Some(e) if e.is_gone() || !self.alive() => Ok(Restored::Gone),
             Some(e) => Err(e),

@@ -6,6 +6,14 @@
 //! exits. It sleeps at a high SCHED_FIFO priority so that members left boosted by the dead
 //! daemon cannot starve it. A daemon that stops cleanly clears the journal first, so the
 //! watchdog then finds nothing to do.
+//!
+//! A killed daemon is not dead while one of its threads is inside a cgroup write: the write
+//! waits for an RCU grace period, driven by normal kernel threads, which members left at
+//! SCHED_FIFO on every CPU keep off until the kernel's deferred fair server lets them run
+//! (~1 s; measured by the kill -9 storm test: the daemon took 872 ms to die after SIGKILL, and
+//! nothing was restored meanwhile). So the watchdog also looks every [`DYING_POLL_MS`] for a
+//! fatal signal pending on the daemon, and then gives every thread its scheduling back at once
+//! (which lets the kernel threads run, and the daemon die); the full repair follows its death.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -16,6 +24,10 @@ use crate::LinuxError;
 
 /// The watchdog's SCHED_FIFO priority (above rtbox's member range, below the daemon's loop).
 pub const WATCHDOG_PRIORITY: u32 = 97;
+
+/// How often the watchdog looks whether the daemon is dying (a fatal signal pending), ms.
+/// Each look reads one small /proc file (~10 us).
+pub const DYING_POLL_MS: i32 = 20;
 
 /// The daemon's side: holds the pipe's write end. Dropping it releases the watchdog.
 #[derive(Debug)]
@@ -34,6 +46,8 @@ impl Watchdog {
         }
         // SAFETY: both are fresh descriptors we own.
         let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: getpid has no preconditions.
+        let daemon = unsafe { libc::getpid() };
         // SAFETY: fork; the child only reads a pipe, files and /proc, then _exits.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
@@ -41,7 +55,7 @@ impl Watchdog {
         }
         if pid == 0 {
             drop(wr);
-            watch(rd, Journal::new(journal));
+            watch(rd, Journal::new(journal), daemon);
         }
         drop(rd);
         Ok(Watchdog { _pipe: wr, pid })
@@ -52,8 +66,26 @@ impl Watchdog {
     }
 }
 
+/// Whether process `pid` is dying: SIGKILL pending (the kernel queues it on every thread for
+/// any fatal signal), or its main thread already gone (a zombie while other threads finish).
+fn dying(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let sigkill = 1u64 << (libc::SIGKILL - 1);
+    status.lines().any(|l| {
+        let (key, val) = l.split_once(':').unwrap_or((l, ""));
+        let val = val.trim();
+        match key {
+            "State" => val.starts_with('Z') || val.starts_with('X'),
+            "SigPnd" | "ShdPnd" => u64::from_str_radix(val, 16).is_ok_and(|m| m & sigkill != 0),
+            _ => false,
+        }
+    })
+}
+
 /// The child: wait for the pipe to close, then undo the journal. Never returns.
-fn watch(rd: OwnedFd, journal: Journal) -> ! {
+fn watch(rd: OwnedFd, journal: Journal, daemon: i32) -> ! {
     // SAFETY: plain libc calls on our own process.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
@@ -69,7 +101,30 @@ fn watch(rd: OwnedFd, journal: Journal) -> ! {
     }
     let _ = sched::set_attr(0, &SchedAttr::fifo(WATCHDOG_PRIORITY));
     let mut buf = [0u8; 64];
+    let mut demoted = false;
     loop {
+        let mut pfd = libc::pollfd {
+            fd: rd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, DYING_POLL_MS) };
+        if r == 0 {
+            if !demoted && dying(daemon) {
+                demoted = true;
+                if let Ok(n) = journal.restore_sched() {
+                    eprintln!("rtbox-watchdog: daemon dying; scheduling of {n} threads restored");
+                }
+            }
+            continue;
+        }
+        if r < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            break;
+        }
         // SAFETY: buf is valid for its length.
         let n = unsafe {
             libc::read(

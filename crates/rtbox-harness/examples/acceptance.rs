@@ -1,8 +1,8 @@
 //! Prints the acceptance figures of issue 5 (items 1-4, 7 loop overhead) measured on this
-//! machine: `cargo run --release -p rtbox-daemon --example acceptance [SECONDS] [FILTER]`.
+//! machine: `cargo run --release -p rtbox-harness --example acceptance [SECONDS] [FILTER]`.
 //! Needs root; restores everything it touches.
 
-use rtbox_daemon::bench::{acceptance_cases, daemon_admits, percentile, run_case};
+use rtbox_harness::{acceptance_cases, daemon_admits, percentile, run_case};
 
 fn main() {
     if !rtbox_linux::is_root() {

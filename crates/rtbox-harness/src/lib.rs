@@ -1,16 +1,18 @@
-//! Experiment harness for the acceptance figures of issue 5: runs a [`Runtime`] in this process
-//! (the calling thread becomes the enforcement loop at SCHED_FIFO [`LOOP_PRIO`]) against real
-//! CPU hogs, and measures what each hog got from the kernel's schedstat.
+//! The experiment harness: drives the real rtbox runtime for experiments and root tests. A case
+//! runs a [`Runtime`] in this process (the calling thread becomes the enforcement loop at
+//! SCHED_FIFO [`LOOP_PRIO`]) against real CPU hogs, and measures what each hog got from the
+//! kernel's schedstat. [`BusyHogs`] loads the machine for the busy-machine test mode.
 //!
 //! Used by `examples/acceptance.rs` (10 s cases, figures for docs/benchmarks-runtime.md) and by
-//! the short CI versions in `tests/acceptance.rs`. Everything is restored at the end of a case.
+//! the short CI versions in `rtbox-daemon/tests/acceptance.rs`. Everything is restored at the
+//! end of a case. Not part of the daemon: nothing here runs in production.
 
 use std::process::{Child, Command, Stdio};
 
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_model::{BoxSpec, Platform};
 
-use crate::runtime::{Runtime, RuntimeOptions, Target, LOOP_PRIO};
+use rtbox_daemon::{Runtime, RuntimeOptions, Target, LOOP_PRIO};
 
 /// An unmanaged hog's scheduling: none (SCHED_OTHER), or FIFO at a priority, optionally pinned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +66,66 @@ pub struct Outcome {
     /// CPUs: ns stolen per ns of wall time; `/proc/stat` steal). No guest thread runs then,
     /// so no box can be given its share of that time.
     pub host_steal: f64,
+    /// CPU received by each background hog of the busy-machine test mode
+    /// ([`background_pids`]), with its affinity, in CPUs.
+    pub background: Vec<(Vec<u32>, f64)>,
+    /// Idle time of each CPU over the measurement (`/proc/stat`, idle + iowait), in CPUs.
+    pub idle: Vec<f64>,
+}
+
+impl Outcome {
+    /// CPU the background hogs pinned to `cpu` received, in CPUs.
+    pub fn background_on(&self, cpu: u32) -> f64 {
+        self.background
+            .iter()
+            .filter(|(aff, _)| aff.as_slice() == [cpu])
+            .map(|(_, c)| c)
+            .sum()
+    }
+
+    /// Background hogs pinned to `cpu`.
+    pub fn background_count_on(&self, cpu: u32) -> usize {
+        self.background
+            .iter()
+            .filter(|(aff, _)| aff.as_slice() == [cpu])
+            .count()
+    }
+}
+
+/// The unmanaged hogs `scripts/busy.sh` runs for the busy-machine test mode
+/// (`RTBOX_TEST_BUSY_PIDS`), so that a test can measure what they took; empty otherwise.
+pub fn background_pids() -> Vec<i32> {
+    std::env::var("RTBOX_TEST_BUSY_PIDS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether the tests run in the busy-machine mode (`scripts/busy.sh`).
+pub fn busy_mode() -> bool {
+    std::env::var_os("RTBOX_TEST_BUSY").is_some()
+}
+
+/// Idle time of each CPU so far (`/proc/stat` `cpuN` lines: idle + iowait), in ns.
+pub fn idle_ns_per_cpu() -> Vec<u64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&h| h > 0)
+        .unwrap_or(100);
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0)) * 1_000_000_000 / hz
+        })
+        .collect()
 }
 
 /// One server's periods by the kernel's accounting (`RuntimeOptions::audit`).
@@ -177,6 +239,12 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             .and_then(|s| s.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     };
+    let bg: Vec<(i32, Vec<u32>)> = background_pids()
+        .into_iter()
+        .map(|p| (p, sched::get_affinity(p).unwrap_or_default()))
+        .collect();
+    let mut bg0: Vec<u64> = Vec::new();
+    let mut idle0: Vec<u64> = Vec::new();
     let mut base: Option<(u64, Vec<u64>, Vec<u64>, u64)> = None;
     let mut steal0 = None;
     let charged = |rt: &Runtime| -> Vec<(String, u64)> {
@@ -204,6 +272,8 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             ));
             charged0 = charged(&rt);
             steal0 = host_steal_ns();
+            bg0 = bg.iter().map(|b| read(&b.0)).collect();
+            idle0 = idle_ns_per_cpu();
         }
         if now >= end {
             break;
@@ -243,6 +313,8 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     let h1: Vec<u64> = hogs.iter().map(|h| read(&h.2)).collect();
     let u1: Vec<u64> = un.iter().map(|h| read(&h.1)).collect();
     let steal1 = host_steal_ns();
+    let bg1: Vec<u64> = bg.iter().map(|b| read(&b.0)).collect();
+    let idle1 = idle_ns_per_cpu();
     let (t0, h0, u0, l0) = base.ok_or_else(|| BenchError("no measurement window".into()))?;
     let wall = (now - t0) as f64;
     let mut per_box: Vec<(String, f64)> = case.hogs.iter().map(|(b, _)| (b.clone(), 0.0)).collect();
@@ -253,6 +325,16 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         .iter()
         .enumerate()
         .map(|(k, _)| u1[k].saturating_sub(u0[k]) as f64 / wall)
+        .collect();
+    let background = bg
+        .iter()
+        .zip(bg0.iter().zip(&bg1))
+        .map(|((_, aff), (a, b))| (aff.clone(), b.saturating_sub(*a) as f64 / wall))
+        .collect();
+    let idle = idle0
+        .iter()
+        .zip(&idle1)
+        .map(|(a, b)| b.saturating_sub(*a) as f64 / wall)
         .collect();
     let charged1 = charged(&rt);
     let mut charged_per_box: Vec<(String, f64)> = Vec::new();
@@ -317,6 +399,8 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / wall,
             _ => 0.0,
         },
+        background,
+        idle,
     })
 }
 
