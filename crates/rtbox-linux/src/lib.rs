@@ -10,13 +10,18 @@
 //! - [`perf`]: exact per-thread CPU time through the perf task clock.
 //! - [`procevents`]: forks, execs and exits as they happen (netlink proc connector).
 //! - [`snapshot`]: a thread's original state and its restoration.
+//! - [`users`]: user and group names through the system's name service.
+//! - [`lock`], [`child`], [`peer`]: the daemon's pid-naming locks, its children, its socket peers.
 //! - [`journal`] and [`watchdog`]: crash safety (write-ahead state file, a forked supervisor that
 //!   restores everything when the daemon dies, even by `kill -9`).
 
 pub mod cgroup;
+pub mod child;
 pub mod error;
 pub mod gated;
 pub mod journal;
+pub mod lock;
+pub mod peer;
 pub mod perf;
 pub mod procevents;
 pub mod procfs;
@@ -25,7 +30,7 @@ pub mod snapshot;
 pub mod users;
 pub mod watchdog;
 
-pub use error::LinuxError;
+pub use error::{LinuxError, NameKind};
 
 /// Whether the caller is root (effective uid 0). Tests that touch real threads skip otherwise.
 pub fn is_root() -> bool {

@@ -281,6 +281,15 @@ pub fn rt_limit() -> Option<(u64, u64)> {
     (period > 0).then_some((runtime, period))
 }
 
+/// The CPUs the host has online, as the kernel's CPU list (`0-3,6`) from
+/// `/sys/devices/system/cpu/online`; callers parse it with their CPU-set type.
+pub fn online_cpu_list() -> Result<String, LinuxError> {
+    let path = "/sys/devices/system/cpu/online";
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| LinuxError::io(path, e))
+}
+
 /// Number of CPUs online.
 pub fn online_cpus() -> u32 {
     // SAFETY: sysconf has no preconditions.
