@@ -727,6 +727,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_reload_reports_boxes_added_changed_and_removed_by_name() {
+        use rtbox_model::{BoxSpec, Interface};
+        let per_cpu = |budget| Interface::PerCpu {
+            budget,
+            period: 100_000_000,
+        };
+        let old = vec![
+            BoxSpec::new("keep", per_cpu(1_000_000)),
+            BoxSpec::new("grow", per_cpu(1_000_000)),
+            BoxSpec::new("gone", per_cpu(1_000_000)),
+        ];
+        let new = vec![
+            BoxSpec::new("keep", per_cpu(1_000_000)),
+            BoxSpec::new("grow", per_cpu(2_000_000)),
+            BoxSpec::new("new", per_cpu(1_000_000)),
+        ];
+        assert_eq!(
+            diff(&old, &new),
+            Changes {
+                added: vec!["new".into()],
+                changed: vec!["grow".into()],
+                removed: vec!["gone".into()],
+            }
+        );
+        assert_eq!(diff(&new, &new), Changes::default());
+    }
+
+    #[test]
     fn requests_are_bounded_and_non_utf8_gets_an_answer() {
         // Issue 5 (security): malformed requests get an error, never a hang or a silent close.
         let mut input: Vec<u8> = b"{\"op\":\"status\"}\n\xff\xfe\n".to_vec();
