@@ -38,10 +38,9 @@ impl std::error::Error for UnknownCpu {}
 
 /// The CPUs online now (`/sys/devices/system/cpu/online`).
 pub fn online() -> Result<CpuSet, LinuxError> {
-    let path = "/sys/devices/system/cpu/online";
     let text = rtbox_linux::sched::online_cpu_list()?;
     CpuSet::parse(&text).map_err(|e| LinuxError::Parse {
-        path: path.into(),
+        path: rtbox_linux::sched::ONLINE_CPUS.into(),
         what: format!("the CPU list \"{text}\" ({e})"),
     })
 }

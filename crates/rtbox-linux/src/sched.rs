@@ -281,13 +281,15 @@ pub fn rt_limit() -> Option<(u64, u64)> {
     (period > 0).then_some((runtime, period))
 }
 
-/// The CPUs the host has online, as the kernel's CPU list (`0-3,6`) from
-/// `/sys/devices/system/cpu/online`; callers parse it with their CPU-set type.
+/// The kernel's list of online CPUs.
+pub const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
+
+/// The CPUs the host has online, as the kernel's CPU list (`0-3,6`) from [`ONLINE_CPUS`];
+/// callers parse it with their CPU-set type.
 pub fn online_cpu_list() -> Result<String, LinuxError> {
-    let path = "/sys/devices/system/cpu/online";
-    std::fs::read_to_string(path)
+    std::fs::read_to_string(ONLINE_CPUS)
         .map(|s| s.trim().to_string())
-        .map_err(|e| LinuxError::io(path, e))
+        .map_err(|e| LinuxError::io(ONLINE_CPUS, e))
 }
 
 /// Number of CPUs online.
