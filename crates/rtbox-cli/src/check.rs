@@ -1,4 +1,4 @@
-//! `rtbox check FILE [--json] [--loop-step-us N]`: validate, flatten, admit (with the daemon's
+//! `rtbox check FILE [--json] [--loop-step-us N] [--host]`: validate, flatten, admit (with the daemon's
 //! enforcement loop, as `rtbox daemon` does), and print the per-CPU table.
 
 use std::path::PathBuf;
@@ -21,6 +21,10 @@ pub struct Args {
     /// reservations alone (the schedule the simulator and the analysis model).
     #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
     pub loop_step_us: u64,
+    /// Also refuse CPUs this machine does not have online, as `rtbox daemon` does (by default
+    /// the file is checked against its own `[platform]`, possibly another machine's).
+    #[arg(long)]
+    pub host: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -31,6 +35,17 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.host {
+        let on_host = rtbox_daemon::host::online()
+            .map_err(|e| e.to_string())
+            .and_then(|host| {
+                rtbox_daemon::host::check_system(&system, &host).map_err(|e| e.to_string())
+            });
+        if let Err(e) = on_host {
+            eprintln!("rtbox check: {}: refused: {e}", args.file.display());
+            return ExitCode::from(1);
+        }
+    }
     let admission = admit_with_loop(
         &system,
         LoopCost::with_step(args.loop_step_us.saturating_mul(1000)),

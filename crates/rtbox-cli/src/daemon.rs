@@ -1,13 +1,15 @@
 //! `rtbox daemon [--config FILE]`: run the enforcement runtime (root).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rtbox_daemon::{DaemonConfig, DEFAULT_SOCKET, DEFAULT_STATE};
+use rtbox_daemon::{DaemonConfig, DaemonError, DEFAULT_SOCKET, DEFAULT_STATE};
+use tracing_subscriber::EnvFilter;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Boxes to keep from the start (TOML, see docs/config.md).
+    /// Boxes to keep from the start (TOML, see docs/config.md); SIGHUP reads it again.
     #[arg(long)]
     pub config: Option<PathBuf>,
     #[arg(long, default_value = DEFAULT_SOCKET)]
@@ -28,9 +30,42 @@ pub struct Args {
     /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
     #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
     pub loop_step_us: u64,
+    /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or per-target directives);
+    /// overrides the RTBOX_LOG environment variable. Default: RTBOX_LOG, else `info`.
+    #[arg(long)]
+    pub log_level: Option<String>,
+}
+
+/// Where the log filter comes from: `--log-level`, else `RTBOX_LOG`, else `info`.
+fn filter(flag: Option<&str>) -> Result<EnvFilter, String> {
+    let (text, from) = match flag {
+        Some(f) => (f.to_string(), "--log-level"),
+        None => match std::env::var("RTBOX_LOG") {
+            Ok(v) if !v.trim().is_empty() => (v, "RTBOX_LOG"),
+            _ => ("info".to_string(), "default"),
+        },
+    };
+    EnvFilter::try_new(&text).map_err(|e| format!("{from} = \"{text}\": {e}"))
+}
+
+/// Log lines on stderr: timestamp, level, target, message and fields; colours only on a
+/// terminal (journald and files get plain text).
+fn init_logging(filter: EnvFilter) {
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 pub fn run(args: Args) -> ExitCode {
+    match filter(args.log_level.as_deref()) {
+        Ok(f) => init_logging(f),
+        Err(e) => {
+            eprintln!("rtbox daemon: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let group = match args
         .group
         .as_deref()
@@ -39,7 +74,7 @@ pub fn run(args: Args) -> ExitCode {
     {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("rtbox daemon: --group: {e}");
+            tracing::error!("--group: {e}");
             return ExitCode::from(2);
         }
     };
@@ -47,7 +82,7 @@ pub fn run(args: Args) -> ExitCode {
         Some(p) => match rtbox_config::load_file_with_members(p) {
             Ok(c) => (Some(c.system), c.members, c.users),
             Err(e) => {
-                eprintln!("rtbox daemon: {}: {e}", p.display());
+                tracing::error!("{}: {e}", p.display());
                 return ExitCode::from(2);
             }
         },
@@ -56,6 +91,7 @@ pub fn run(args: Args) -> ExitCode {
     let cfg = DaemonConfig {
         socket: args.socket,
         state_file: args.state,
+        config_path: args.config,
         system,
         members,
         group,
@@ -66,8 +102,71 @@ pub fn run(args: Args) -> ExitCode {
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rtbox daemon: {e}");
+            tracing::error!("{}", describe(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The words for why the daemon did not run.
+fn describe(e: &DaemonError) -> String {
+    let holder = |h: &Option<i32>| match h {
+        Some(p) => format!("process {p}"),
+        None => "another process".to_string(),
+    };
+    match e {
+        DaemonError::NotRoot => "the daemon must run as root".into(),
+        DaemonError::Socket { path, source } => format!("socket {}: {source}", path.display()),
+        DaemonError::SocketTaken {
+            socket,
+            lock,
+            holder: h,
+        } => format!(
+            "socket {} belongs to another rtbox daemon ({} holds {}); one daemon per socket, refusing to start (nothing changed)",
+            socket.display(),
+            holder(h),
+            lock.display()
+        ),
+        DaemonError::StateTaken {
+            state,
+            lock,
+            holder: h,
+        } => format!(
+            "state file {} belongs to another rtbox daemon or its watchdog ({} holds {}); one daemon per state file, refusing to start (nothing changed)",
+            state.display(),
+            holder(h),
+            lock.display()
+        ),
+        DaemonError::Signals(e) => format!("cannot install signal handlers: {e}"),
+        DaemonError::Runtime(e) => e.to_string(),
+        DaemonError::Linux(e) => e.to_string(),
+        DaemonError::Members(e) => format!("{e}; refusing to start (nothing changed)"),
+        DaemonError::User(e) => format!("{e}; refusing to start (nothing changed)"),
+        DaemonError::UnknownCpu(e) => format!("{e}; refusing to start (nothing changed)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_flag_wins_and_a_bad_filter_is_named() {
+        assert!(filter(Some("debug")).is_ok());
+        let e = filter(Some("rtbox=notalevel")).unwrap_err();
+        assert!(e.starts_with("--log-level = \"rtbox=notalevel\""), "{e}");
+    }
+
+    #[test]
+    fn a_taken_socket_names_the_holder() {
+        let e = DaemonError::SocketTaken {
+            socket: "/run/x.sock".into(),
+            lock: "/run/x.sock.lock".into(),
+            holder: Some(42),
+        };
+        assert_eq!(
+            describe(&e),
+            "socket /run/x.sock belongs to another rtbox daemon (process 42 holds /run/x.sock.lock); one daemon per socket, refusing to start (nothing changed)"
+        );
     }
 }

@@ -187,3 +187,31 @@ fn the_daemon_loop_is_admitted_like_the_daemon_does() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `rtbox check` analyses a file for its own `[platform]` (possibly another machine);
+/// `--host` also refuses CPUs this machine does not have, as the daemon does.
+#[test]
+fn check_host_refuses_cpus_this_machine_lacks() {
+    let n = rtbox_linux::sched::online_cpus();
+    let dir = std::env::temp_dir().join(format!("rtbox-check-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("big.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[platform]\ncpus = {}\n\n[[box]]\nname = \"far\"\ncpus = \"{n}\"\ninterface.per_cpu = {{ budget = \"1ms\", period = \"10ms\" }}\n",
+            n + 1
+        ),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (code, out, err) = check(&[path]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = check(&[path, "--host"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!("box \"far\": CPU {n} is not online on this host")),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -52,7 +52,8 @@ impl Env {
             std::fs::write(&path, text).expect("write config");
             cmd.arg("--config").arg(path);
         }
-        let daemon = cmd.stderr(Stdio::null()).spawn().expect("start daemon");
+        let log = std::fs::File::create(dir.join("daemon.log")).expect("daemon log");
+        let daemon = cmd.stderr(Stdio::from(log)).spawn().expect("start daemon");
         let t0 = Instant::now();
         while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
@@ -90,6 +91,49 @@ impl Env {
     fn raw(&self, line: &str) -> serde_json::Value {
         rtbox_daemon_request(&self.sock, line)
     }
+
+    /// What the daemon logged so far (its stderr).
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> i32 {
+        self.daemon.as_ref().expect("daemon").id() as i32
+    }
+
+    /// The daemon's box names, from `rtbox status --json`.
+    fn box_names(&self) -> Vec<String> {
+        let (code, out) = self.rtbox(&["status", "--json"]);
+        assert_eq!(code, 0, "status: {out}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("status JSON");
+        let mut names: Vec<String> = v["boxes"]
+            .as_array()
+            .expect("boxes")
+            .iter()
+            .map(|b| b["name"].as_str().unwrap_or_default().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Rewrite the config file and send SIGHUP.
+    fn reload(&self, text: &str) {
+        std::fs::write(self.dir.join("config.toml"), text).expect("rewrite config");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid(), libc::SIGHUP) };
+    }
+}
+
+/// Polls `what` every 20 ms for up to 10 s (a generous bound for a busy machine).
+fn eventually(what: impl Fn() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if what() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 impl Drop for Env {
@@ -650,7 +694,14 @@ fn a_second_daemon_on_the_same_state_refuses() {
         .expect("second daemon");
     let msg = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{msg}");
-    assert!(msg.contains("another rtbox daemon holds"), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "state file {} belongs to another rtbox daemon or its watchdog (process {} holds",
+            env.dir.join("state.json").display(),
+            env.pid()
+        )),
+        "{msg}"
+    );
     assert!(!env.dir.join("sock2").exists());
     let st = env.raw(r#"{"op":"status"}"#);
     assert_eq!(st["boxes"][0]["name"], "A", "{st}");
@@ -992,4 +1043,234 @@ fn kill_9_storm_restores_every_thread_each_time() {
         worst.2,
         last_field[worst.1]
     );
+}
+
+/// A second daemon with its own state file but the first one's socket is refused, naming the
+/// socket and the first daemon's pid, and changes nothing: the first keeps answering.
+#[test]
+fn a_second_daemon_on_the_same_socket_is_refused() {
+    let Some(_g) = serial(
+        "a_second_daemon_on_the_same_socket_is_refused",
+        "runs two real daemons",
+    ) else {
+        return;
+    };
+    let a = Env::start("sock-a");
+    let other = a.dir.join("other");
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&a.sock)
+        .arg("--state")
+        .arg(other.join("state.json"))
+        .output()
+        .expect("run second daemon");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(
+        err.contains(&format!(
+            "socket {} belongs to another rtbox daemon (process {} holds {}.lock)",
+            a.sock.display(),
+            a.pid(),
+            a.sock.display()
+        )),
+        "stderr: {err}"
+    );
+    assert!(a.sock.exists(), "the second daemon removed the socket");
+    let (code, msg) = a.rtbox(&["status"]);
+    assert_eq!(code, 0, "the first daemon stopped answering: {msg}");
+}
+
+const RELOAD_A: &str = r#"
+[platform]
+cpus = 1
+
+[[box]]
+name = "a"
+interface.per_cpu = { budget = "10ms", period = "100ms" }
+"#;
+
+/// Config B; box b1 names `pid` as a member.
+fn reload_b(pid: i32) -> String {
+    format!(
+        r#"
+[platform]
+cpus = 1
+
+[[box]]
+name = "b1"
+interface.per_cpu = {{ budget = "20ms", period = "100ms" }}
+members = {{ pids = [{pid}] }}
+
+[[box]]
+name = "b2"
+interface.per_cpu = {{ budget = "5ms", period = "50ms" }}
+"#
+    )
+}
+
+/// Issue (ops): SIGHUP reloads `--config` through admission. An accepted config replaces the
+/// boxes (members of removed boxes get their original state back); an over-subscribed one,
+/// or one naming a CPU the host does not have, is refused with the reason in the log and the
+/// running boxes stay.
+#[test]
+fn sighup_reloads_the_config_and_a_refused_reload_keeps_the_boxes() {
+    let Some(_g) = serial(
+        "sighup_reloads_the_config_and_a_refused_reload_keeps_the_boxes",
+        "runs the real daemon",
+    ) else {
+        return;
+    };
+    let env = Env::start_with("reload", Some(RELOAD_A), &[]);
+    assert_eq!(env.box_names(), vec!["a"]);
+    let p = sleeper();
+    let pid = p.0.id() as i32;
+    let orig = state(pid);
+    let (code, msg) = env.rtbox(&["attach", "a", "--pid", &pid.to_string()]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(eventually(|| managed(pid)), "sleeper not managed");
+
+    let p2 = sleeper();
+    let pid2 = p2.0.id() as i32;
+    env.reload(&reload_b(pid2));
+    assert!(
+        eventually(|| env.box_names() == vec!["b1", "b2"]),
+        "status after reload: {:?}; log:\n{}",
+        env.box_names(),
+        env.log()
+    );
+    assert!(
+        eventually(|| state(pid) == orig),
+        "the member of removed box a was not restored"
+    );
+    assert!(env.log().contains("reload applied"), "log:\n{}", env.log());
+    let st = env.raw(r#"{"op":"status"}"#);
+    let b1 = st["boxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "b1")
+        .expect("box b1");
+    assert!(
+        b1["members"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(pid2)),
+        "the reloaded config's member did not join: {st}"
+    );
+
+    // Over-subscribed: 0.5 + 0.5 of CPU 0.
+    env.reload(
+        r#"
+[platform]
+cpus = 1
+
+[[box]]
+name = "c1"
+interface.per_cpu = { budget = "50ms", period = "100ms" }
+
+[[box]]
+name = "c2"
+interface.per_cpu = { budget = "50ms", period = "100ms" }
+"#,
+    );
+    assert!(
+        eventually(|| env.log().contains("reload refused")),
+        "no refusal logged:\n{}",
+        env.log()
+    );
+    let log = env.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("reload refused"))
+        .expect("refusal line");
+    // One line per event: timestamp, level, target; plain text when stderr is a file.
+    assert!(line.contains(" WARN rtbox_daemon::daemon: "), "{line}");
+    assert!(line.starts_with("20"), "no timestamp: {line}");
+    assert!(!log.contains('\x1b'), "colour codes in a log file");
+    assert!(
+        line.contains("c1 (0.50) + c2 (0.50) = 1.00 > cap"),
+        "the refusal lacks the numbers: {line}"
+    );
+    assert_eq!(
+        env.box_names(),
+        vec!["b1", "b2"],
+        "a refused reload changed the boxes"
+    );
+
+    // A CPU the host does not have.
+    let cpus = rtbox_linux::sched::online_cpus();
+    env.reload(&format!(
+        "[platform]\ncpus = {}\n\n[[box]]\nname = \"far\"\ninterface.servers = \"{cpus} 1000/10000\"\n",
+        cpus + 1
+    ));
+    let want = format!("box \"far\": CPU {cpus}");
+    assert!(
+        eventually(|| env.log().contains(&want)),
+        "no unknown-CPU refusal logged:\n{}",
+        env.log()
+    );
+    assert_eq!(env.box_names(), vec!["b1", "b2"]);
+}
+
+/// Issue (ops): a config, a `box create` and a `box set` naming a CPU the host does not have
+/// are refused at admission with the box, the CPU and the host's CPUs.
+#[test]
+fn unknown_cpus_are_refused_at_start_and_in_requests() {
+    let Some(_g) = serial(
+        "unknown_cpus_are_refused_at_start_and_in_requests",
+        "runs the real daemon",
+    ) else {
+        return;
+    };
+    let n = rtbox_linux::sched::online_cpus();
+    let host = rtbox_daemon::host::online().expect("online CPUs");
+    let dir = std::env::temp_dir().join(format!("rtbox-test-cpus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[platform]\ncpus = {}\n\n[[box]]\nname = \"far\"\ncpus = \"{n}\"\ninterface.per_cpu = {{ budget = \"1ms\", period = \"10ms\" }}\n",
+            n + 1
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("daemon")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--socket")
+        .arg(dir.join("sock"))
+        .arg("--state")
+        .arg(dir.join("state.json"))
+        .output()
+        .expect("run daemon");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(
+        err.contains(&format!(
+            "box \"far\": CPU {n} is not online on this host (online CPUs: {host})"
+        )),
+        "stderr: {err}"
+    );
+    assert!(!dir.join("sock").exists(), "socket created");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let env = Env::start("cpus");
+    let far = n.to_string();
+    let (code, msg) = env.rtbox(&[
+        "box", "create", "x", "--cpus", &far, "--budget", "1ms", "--period", "10ms",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        msg.contains(&format!("box \"x\": CPU {n} is not online on this host")),
+        "{msg}"
+    );
+    let (code, msg) = env.rtbox(&["box", "create", "x", "--budget", "1ms", "--period", "10ms"]);
+    assert_eq!(code, 0, "{msg}");
+    let (code, msg) = env.rtbox(&["box", "set", "x", "--servers", &format!("{n} 1000/10000")]);
+    assert_ne!(code, 0);
+    assert!(msg.contains(&format!("CPU {n} is not online")), "{msg}");
+    assert_eq!(env.box_names(), vec!["x"]);
 }

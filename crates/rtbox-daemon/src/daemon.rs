@@ -1,26 +1,33 @@
-//! The daemon process: watchdog, socket, signal handling and the enforcement loop.
+//! The daemon process: locks, watchdog, socket, signals (stop, reload) and the enforcement
+//! loop.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
+use rtbox_config::{BoxUsers, ConfigError, UserRef};
+use rtbox_linux::lock::{lock_path, PidLock};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::watchdog::Watchdog;
 use rtbox_linux::{procfs, LinuxError};
 use rtbox_model::{Platform, System};
 
 use crate::access::Access;
+use crate::host::{self, UnknownCpu};
 use crate::protocol::{parse_request, reply_err, reply_ok, Request};
 use crate::runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO};
+use crate::start::{self, ConfigMembers, MemberError};
 
 /// Daemon settings.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
     pub socket: PathBuf,
     pub state_file: PathBuf,
+    /// The config file `system`, `members` and `users` came from: SIGHUP reads it again.
+    pub config_path: Option<PathBuf>,
     /// Boxes to keep from the start (a config file already loaded).
     pub system: Option<System>,
     /// Members the config names (attached and started after admission, see `start.rs`).
@@ -28,7 +35,7 @@ pub struct DaemonConfig {
     /// Group allowed to use the socket besides root.
     pub group: Option<u32>,
     /// Users besides root who may use each box (names are looked up at start).
-    pub users: Vec<rtbox_config::BoxUsers>,
+    pub users: Vec<BoxUsers>,
     pub poll: u64,
     /// CPU time of one enforcement step, admitted with the reservations (0: not admitted).
     pub loop_step: u64,
@@ -39,6 +46,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             socket: PathBuf::from(crate::DEFAULT_SOCKET),
             state_file: PathBuf::from(crate::DEFAULT_STATE),
+            config_path: None,
             system: None,
             members: Vec::new(),
             group: None,
@@ -49,77 +57,108 @@ impl Default for DaemonConfig {
     }
 }
 
-/// Why the daemon could not run.
+/// Why the daemon could not run. Nothing was changed in any case; the binary words them.
 #[derive(Debug)]
 pub enum DaemonError {
     NotRoot,
-    Socket(PathBuf, std::io::Error),
+    /// The socket could not be bound, or its mode or owner set.
+    Socket {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Another daemon (or its watchdog, still restoring) holds the socket's lock.
+    SocketTaken {
+        socket: PathBuf,
+        lock: PathBuf,
+        holder: Option<i32>,
+    },
+    /// Another daemon (or its watchdog, still restoring) holds the state file's lock.
+    StateTaken {
+        state: PathBuf,
+        lock: PathBuf,
+        holder: Option<i32>,
+    },
+    /// The signal handlers could not be installed.
+    Signals(std::io::Error),
     Runtime(RuntimeError),
     Linux(LinuxError),
-    /// A configured member does not exist or could not be attached; nothing was changed.
-    Members(crate::start::MemberError),
-    /// A box's `users` names an unknown user.
-    Users(String),
-    /// Another daemon (or its watchdog, still restoring) holds the state file's lock.
-    AlreadyRunning(PathBuf),
+    /// A configured member does not exist or could not be attached.
+    Members(MemberError),
+    /// A box's `users` names a user the system does not know.
+    User(UserError),
+    /// The config names a CPU this host does not have online.
+    UnknownCpu(UnknownCpu),
 }
 
-impl std::fmt::Display for DaemonError {
+/// A box's `users[index]` that could not be looked up.
+#[derive(Debug)]
+pub struct UserError {
+    pub line: usize,
+    pub box_name: String,
+    pub index: usize,
+    pub source: LinuxError,
+}
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "config line {}: box \"{}\": users[{}]: {}",
+            self.line, self.box_name, self.index, self.source
+        )
+    }
+}
+
+impl std::error::Error for UserError {}
+
+/// Why a reload (SIGHUP) was refused; the running boxes stay as they were.
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The daemon was started without `--config`.
+    NoConfig,
+    Config(ConfigError),
+    Linux(LinuxError),
+    UnknownCpu(UnknownCpu),
+    /// `[platform]` differs from the running one (CPUs or cap): that needs a restart.
+    Platform {
+        running: Platform,
+        file: Platform,
+    },
+    User(UserError),
+    Members(MemberError),
+    /// Admission (or validation) refused the new box set.
+    Runtime(RuntimeError),
+}
+
+impl std::fmt::Display for ReloadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DaemonError::NotRoot => write!(f, "the daemon must run as root"),
-            DaemonError::Socket(p, e) => write!(f, "socket {}: {e}", p.display()),
-            DaemonError::Runtime(e) => write!(f, "{e}"),
-            DaemonError::Linux(e) => write!(f, "{e}"),
-            DaemonError::Members(e) => write!(f, "{e}; refusing to start (nothing changed)"),
-            DaemonError::Users(e) => write!(f, "{e}; refusing to start (nothing changed)"),
-            DaemonError::AlreadyRunning(p) => write!(
+            ReloadError::NoConfig => write!(f, "the daemon was started without --config"),
+            ReloadError::Config(e) => write!(f, "{e}"),
+            ReloadError::Linux(e) => write!(f, "{e}"),
+            ReloadError::UnknownCpu(e) => write!(f, "{e}"),
+            ReloadError::Platform { running, file } => write!(
                 f,
-                "another rtbox daemon holds {}; one daemon per state file (nothing changed)",
-                p.display()
+                "[platform] changed (running: cpus {} cap {}; file: cpus {} cap {}); a platform change needs a restart",
+                running.cpus,
+                running.cap.format(4),
+                file.cpus,
+                file.cap.format(4)
             ),
+            ReloadError::User(e) => write!(f, "{e}"),
+            ReloadError::Members(e) => write!(f, "{e}"),
+            ReloadError::Runtime(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for DaemonError {}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
+impl std::error::Error for ReloadError {}
 
 /// A request with who sent it and where the answer goes.
 struct Incoming {
     req: Result<Request, String>,
     uid: u32,
     reply: mpsc::Sender<String>,
-}
-
-fn peer_uid(s: &UnixStream) -> u32 {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: u32::MAX,
-        gid: u32::MAX,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred/len are valid out pointers of the right size.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut libc::ucred as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r == 0 {
-        cred.uid
-    } else {
-        u32::MAX
-    }
 }
 
 /// Longest request line; a longer one ends the connection (it cannot be resynchronised).
@@ -172,7 +211,7 @@ fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
         let Ok(mut conn) = conn else { continue };
         if CONNECTIONS.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             CONNECTIONS.fetch_sub(1, Ordering::SeqCst);
-            eprintln!("rtbox daemon: refused a connection: {MAX_CONNECTIONS} already open");
+            tracing::warn!(limit = MAX_CONNECTIONS, "connection refused: too many open");
             let _ = writeln!(conn, "{}", reply_err("busy: too many connections"));
             continue;
         }
@@ -186,7 +225,8 @@ fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
 
 /// Requests of one client, answered in order.
 fn connection(conn: UnixStream, tx: mpsc::Sender<Incoming>) {
-    let uid = peer_uid(&conn);
+    // A peer whose uid cannot be read is nobody in particular: u32::MAX matches no box's users.
+    let uid = rtbox_linux::peer::peer_uid(&conn).unwrap_or(u32::MAX);
     let Ok(mut w) = conn.try_clone() else { return };
     let mut r = BufReader::new(conn);
     loop {
@@ -217,70 +257,113 @@ fn connection(conn: UnixStream, tx: mpsc::Sender<Incoming>) {
     }
 }
 
-/// Takes the exclusive lock `STATE.lock` next to the state file, or says who holds it.
-fn lock_state(state: &std::path::Path) -> Result<std::fs::File, DaemonError> {
-    use std::os::fd::AsRawFd;
-    let mut name = state.as_os_str().to_owned();
-    name.push(".lock");
-    let path = PathBuf::from(name);
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| DaemonError::Linux(LinuxError::io(&path, e)))?;
-    // SAFETY: flock on a file descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(DaemonError::AlreadyRunning(path));
-    }
-    Ok(f)
+/// Takes the lock `PATH.lock` next to `path`, naming the holder when another process has it.
+fn lock_beside(path: &Path) -> Result<PidLock, (PathBuf, Option<i32>, Option<LinuxError>)> {
+    let lock = lock_path(path);
+    PidLock::try_acquire(&lock).map_err(|e| match e {
+        LinuxError::Locked { path, holder } => (path, holder, None),
+        e => (lock.clone(), None, Some(e)),
+    })
 }
 
-/// Run the daemon until SIGTERM / SIGINT / SIGHUP; every touched thread is restored on the way
-/// out, and by the watchdog if the daemon dies.
+/// The platform the daemon admits against: the config's (or the host's online CPUs), with the
+/// cap lowered to the kernel's RT limit, since members run as RT threads and no CPU can give
+/// them more than `sched_rt_runtime_us / sched_rt_period_us`.
+fn effective_platform(mut platform: Platform) -> (Platform, Option<(u64, u64)>) {
+    let mut lowered = None;
+    if let Some((runtime, period)) = sched::rt_limit() {
+        let limit = rtbox_model::Bandwidth::of(runtime.min(period), period);
+        if limit < platform.cap {
+            platform.cap = limit;
+            lowered = Some((runtime, period));
+        }
+    }
+    (platform, lowered)
+}
+
+/// The uids of each box's `users` (names through the system's name service).
+fn resolve_users(users: &[BoxUsers]) -> Result<Vec<(String, Vec<u32>)>, UserError> {
+    let mut out = Vec::new();
+    for u in users {
+        let mut ids = Vec::new();
+        for (index, r) in u.users.iter().enumerate() {
+            ids.push(match r {
+                UserRef::Uid(n) => *n,
+                UserRef::Name(n) => rtbox_linux::users::uid(n).map_err(|source| UserError {
+                    line: u.line,
+                    box_name: u.box_name.clone(),
+                    index,
+                    source,
+                })?,
+            });
+        }
+        out.push((u.box_name.clone(), ids));
+    }
+    Ok(out)
+}
+
+/// Run the daemon until SIGTERM / SIGINT (SIGHUP reloads `--config`); every touched thread is
+/// restored on the way out, and by the watchdog if the daemon dies.
 pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     if !rtbox_linux::is_root() {
         return Err(DaemonError::NotRoot);
     }
+    // One daemon per socket: a second one would unlink the first one's socket and answer in
+    // its place. Taken before the socket is touched; the watchdog inherits it, so a restart
+    // waits until a crashed daemon's threads are back.
+    let _socket_lock = lock_beside(&cfg.socket).map_err(|(lock, holder, err)| match err {
+        Some(e) => DaemonError::Linux(e),
+        None => DaemonError::SocketTaken {
+            socket: cfg.socket.clone(),
+            lock,
+            holder,
+        },
+    })?;
+    // One daemon per state file: a second one would "repair" the first one's members.
+    let _state_lock = lock_beside(&cfg.state_file).map_err(|(lock, holder, err)| match err {
+        Some(e) => DaemonError::Linux(e),
+        None => DaemonError::StateTaken {
+            state: cfg.state_file.clone(),
+            lock,
+            holder,
+        },
+    })?;
     let mut access = Access::default();
-    for u in &cfg.users {
-        let mut ids = Vec::new();
-        for (i, r) in u.users.iter().enumerate() {
-            ids.push(match r {
-                rtbox_config::UserRef::Uid(n) => *n,
-                rtbox_config::UserRef::Name(n) => rtbox_linux::users::uid(n).map_err(|e| {
-                    DaemonError::Users(format!(
-                        "line {}: box \"{}\": users[{i}]: {e}",
-                        u.line, u.box_name
-                    ))
-                })?,
-            });
-        }
-        access.set(&u.box_name, ids);
+    for (b, ids) in resolve_users(&cfg.users).map_err(DaemonError::User)? {
+        access.set(&b, ids);
     }
-    // One daemon per state file: a second one would "repair" the first one's members. The
-    // watchdog inherits the lock, so a restart waits until a crashed daemon's threads are back.
-    let _lock = lock_state(&cfg.state_file)?;
+    let host = host::online().map_err(DaemonError::Linux)?;
+    let (platform, specs) = match &cfg.system {
+        Some(s) => {
+            host::check_system(s, &host).map_err(DaemonError::UnknownCpu)?;
+            (s.platform.clone(), s.specs())
+        }
+        None => (
+            Platform {
+                cpus: host.clone(),
+                ..Platform::with_cpus(1)
+            },
+            Vec::new(),
+        ),
+    };
+    let planned = start::plan(&cfg.members).map_err(DaemonError::Members)?;
     // The watchdog first, while this process has a single thread.
     let _watchdog = Watchdog::spawn(cfg.state_file.clone()).map_err(DaemonError::Linux)?;
-    let (mut platform, specs) = match &cfg.system {
-        Some(s) => (s.platform.clone(), s.specs()),
-        None => (Platform::with_cpus(sched::online_cpus()), Vec::new()),
-    };
-    // Members run as RT threads: no CPU can give them more than the kernel's RT limit.
-    if let Some((runtime, period)) = sched::rt_limit() {
-        let limit = rtbox_model::Bandwidth::of(runtime.min(period), period);
-        if limit < platform.cap {
-            eprintln!(
-                "rtbox daemon: kernel RT limit sched_rt_runtime_us/sched_rt_period_us = {runtime}/{period} is below the platform cap {}: admitting against {}",
-                platform.cap.format(4),
-                limit.format(4)
-            );
-            platform.cap = limit;
-        }
+    let stop = Arc::new(AtomicBool::new(false));
+    let reload = Arc::new(AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(s, Arc::clone(&stop)).map_err(DaemonError::Signals)?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .map_err(DaemonError::Signals)?;
+    let (platform, lowered) = effective_platform(platform);
+    if let Some((runtime_us, period_us)) = lowered {
+        tracing::warn!(
+            runtime_us,
+            period_us,
+            cap = %platform.cap.format(4),
+            "kernel RT limit (sched_rt_runtime_us/sched_rt_period_us) is below the platform cap: admitting against the limit"
+        );
     }
     let mut rt = Runtime::new(
         platform,
@@ -295,68 +378,173 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     .map_err(DaemonError::Runtime)?;
     // Configured members, after admission and while still single-threaded and not yet FIFO
     // (started commands must not inherit the loop's priority).
-    let mut commands = match crate::start::attach_members(&mut rt, &cfg.members) {
-        Ok(c) => c,
+    let mut members = ConfigMembers::default();
+    if let Err(e) = start::attach_members(&mut rt, &cfg.members, planned, &mut members) {
+        rt.shutdown();
+        start::stop_commands(&mut members.commands);
+        return Err(DaemonError::Members(e));
+    }
+    let listener = match bind(&cfg) {
+        Ok(l) => l,
         Err(e) => {
             rt.shutdown();
-            return Err(DaemonError::Members(e));
+            start::stop_commands(&mut members.commands);
+            return Err(e);
         }
     };
-    if let Some(dir) = cfg.socket.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let _ = std::fs::remove_file(&cfg.socket);
-    let listener =
-        UnixListener::bind(&cfg.socket).map_err(|e| DaemonError::Socket(cfg.socket.clone(), e))?;
-    let mode = if cfg.group.is_some() { 0o660 } else { 0o600 };
-    std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| DaemonError::Socket(cfg.socket.clone(), e))?;
-    if let Some(g) = cfg.group {
-        let c =
-            std::ffi::CString::new(cfg.socket.as_os_str().as_encoded_bytes()).unwrap_or_default();
-        // SAFETY: c is a valid NUL-terminated path.
-        unsafe { libc::chown(c.as_ptr(), 0, g) };
-    }
-    // SAFETY: installing a handler that only stores to an atomic.
-    unsafe {
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            libc::signal(s, on_signal as *const () as libc::sighandler_t);
-        }
-    }
     let (tx, rx) = mpsc::channel::<Incoming>();
     std::thread::Builder::new()
         .name("rtbox-socket".into())
         .spawn(move || serve(listener, tx))
-        .map_err(|e| DaemonError::Socket(cfg.socket.clone(), e))?;
+        .map_err(|source| DaemonError::Socket {
+            path: cfg.socket.clone(),
+            source,
+        })?;
     // The loop thread runs above every member (RESET_ON_FORK: nothing inherits it).
     if let Err(e) = sched::set_attr(0, &SchedAttr::fifo(LOOP_PRIO)) {
-        eprintln!("rtbox daemon: cannot raise the loop to FIFO {LOOP_PRIO}: {e}");
+        tracing::warn!(priority = LOOP_PRIO, error = %e, "cannot raise the loop to SCHED_FIFO");
     }
-    eprintln!(
-        "rtbox daemon: listening on {} (layout {:?})",
-        cfg.socket.display(),
-        rt.layout.kind
+    tracing::info!(
+        socket = %cfg.socket.display(),
+        layout = ?rt.layout.kind,
+        boxes = rt.specs().len(),
+        "listening"
     );
-    while !STOP.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) {
+        if reload.swap(false, Ordering::SeqCst) {
+            on_reload(
+                &mut rt,
+                &mut access,
+                &mut members,
+                cfg.config_path.as_deref(),
+            );
+        }
         while let Ok(inc) = rx.try_recv() {
             let answer = handle(&mut rt, &mut access, inc.req, inc.uid);
             let _ = inc.reply.send(answer);
         }
         let now = rt.now();
         rt.step(now);
-        for l in crate::start::reap_commands(&mut commands) {
-            eprintln!("rtbox daemon: {l}");
-        }
+        start::reap_commands(&mut members.commands);
         let next = rt.next_wakeup(rt.now());
         rt.follow_exhaustion();
         rt.sleep_until(rt.to_monotonic(next));
     }
-    eprintln!("rtbox daemon: stopping, restoring every managed thread");
+    tracing::info!("stopping: restoring every managed thread");
     rt.shutdown();
     // Commands the config started are the daemon's: restored above, then terminated.
-    crate::start::stop_commands(&mut commands);
+    start::stop_commands(&mut members.commands);
     let _ = std::fs::remove_file(&cfg.socket);
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Bind the socket (a stale file of a dead daemon is replaced: the socket lock says no live
+/// daemon owns it), owner root, mode 0600 or 0660 with `--group`.
+fn bind(cfg: &DaemonConfig) -> Result<UnixListener, DaemonError> {
+    let err = |source| DaemonError::Socket {
+        path: cfg.socket.clone(),
+        source,
+    };
+    if let Some(dir) = cfg.socket.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    let listener = UnixListener::bind(&cfg.socket).map_err(err)?;
+    let mode = if cfg.group.is_some() { 0o660 } else { 0o600 };
+    std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+    if let Some(g) = cfg.group {
+        std::os::unix::fs::chown(&cfg.socket, Some(0), Some(g)).map_err(err)?;
+    }
+    Ok(listener)
+}
+
+/// SIGHUP: reload and log the outcome (a refusal keeps everything as it was).
+fn on_reload(
+    rt: &mut Runtime,
+    access: &mut Access,
+    members: &mut ConfigMembers,
+    path: Option<&Path>,
+) {
+    let file = path.map(|p| p.display().to_string()).unwrap_or_default();
+    match reload(rt, access, members, path) {
+        Ok(changes) => tracing::info!(
+            config = %file,
+            added = %changes.added.join(","),
+            changed = %changes.changed.join(","),
+            removed = %changes.removed.join(","),
+            boxes = rt.specs().len(),
+            "reload applied"
+        ),
+        Err(e) => tracing::warn!(
+            config = %file,
+            reason = %e,
+            "reload refused; the running boxes are kept"
+        ),
+    }
+}
+
+/// Box names a reload added, changed and removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+/// Read the config again and apply it as a whole: everything is checked (syntax, host CPUs,
+/// platform, users, members, admission of the whole box set) before anything changes. Then
+/// members of removed boxes are released and the config's members attached (a member that
+/// fails to join now is logged; the boxes stay applied).
+pub fn reload(
+    rt: &mut Runtime,
+    access: &mut Access,
+    members: &mut ConfigMembers,
+    path: Option<&Path>,
+) -> Result<Changes, ReloadError> {
+    let path = path.ok_or(ReloadError::NoConfig)?;
+    let cfg = rtbox_config::load_file_with_members(path).map_err(ReloadError::Config)?;
+    let host = host::online().map_err(ReloadError::Linux)?;
+    host::check_system(&cfg.system, &host).map_err(ReloadError::UnknownCpu)?;
+    let (file, _) = effective_platform(cfg.system.platform.clone());
+    if file != *rt.platform() {
+        return Err(ReloadError::Platform {
+            running: rt.platform().clone(),
+            file,
+        });
+    }
+    let users = resolve_users(&cfg.users).map_err(ReloadError::User)?;
+    let planned = start::plan(&cfg.members).map_err(ReloadError::Members)?;
+    let specs = cfg.system.specs();
+    let changes = diff(rt.specs(), &specs);
+    rt.replace_boxes(specs).map_err(ReloadError::Runtime)?;
+    *access = Access::default();
+    for (b, ids) in users {
+        access.set(&b, ids);
+    }
+    start::forget_removed(members, rt);
+    if let Err(e) = start::attach_members(rt, &cfg.members, planned, members) {
+        tracing::warn!(error = %e, "reload: a config member could not join");
+    }
+    Ok(changes)
+}
+
+/// What differs between two box sets, by name.
+fn diff(old: &[rtbox_model::BoxSpec], new: &[rtbox_model::BoxSpec]) -> Changes {
+    let mut c = Changes::default();
+    for n in new {
+        match old.iter().find(|o| o.name == n.name) {
+            None => c.added.push(n.name.clone()),
+            Some(o) if o != n => c.changed.push(n.name.clone()),
+            Some(_) => {}
+        }
+    }
+    c.removed = old
+        .iter()
+        .filter(|o| !new.iter().any(|n| n.name == o.name))
+        .map(|o| o.name.clone())
+        .collect();
+    c
 }
 
 /// Answer one request; refused and failed actions are logged.
@@ -369,18 +557,25 @@ pub fn handle(
     let req = match req {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rtbox daemon: refused: {e}");
+            tracing::warn!(uid, error = %e, "request refused");
             return reply_err(&e);
         }
     };
-    let r = dispatch(rt, access, req.clone(), uid);
+    let op = req.op();
+    let r = dispatch(rt, access, req, uid);
     match r {
         Ok(v) => reply_ok(v),
         Err(e) => {
-            eprintln!("rtbox daemon: {req:?}: {e}");
+            tracing::warn!(op, uid, error = %e, "request failed");
             reply_err(&e.to_string())
         }
     }
+}
+
+/// Refuses a box request that names a CPU the host does not have online.
+fn on_host(spec: &rtbox_model::BoxSpec) -> Result<(), RuntimeError> {
+    let host = host::online()?;
+    host::check_spec(spec, &host).map_err(RuntimeError::UnknownCpu)
 }
 
 /// Refuses unless `uid` could signal process `pid` (root, or its real or saved uid).
@@ -409,13 +604,17 @@ fn dispatch(
     match req {
         Request::Create { spec } => {
             need_root("box create")?;
-            rt.create_box(spec.to_spec().map_err(RuntimeError::BadRequest)?)?;
+            let spec_ = spec.to_spec().map_err(RuntimeError::BadRequest)?;
+            on_host(&spec_)?;
+            rt.create_box(spec_)?;
             access.set(&spec.name, spec.users.unwrap_or_default());
             Ok(serde_json::json!({}))
         }
         Request::Set { spec } => {
             need_root("box set")?;
-            rt.set_box(spec.to_spec().map_err(RuntimeError::BadRequest)?)?;
+            let spec_ = spec.to_spec().map_err(RuntimeError::BadRequest)?;
+            on_host(&spec_)?;
+            rt.set_box(spec_)?;
             if let Some(u) = spec.users {
                 access.set(&spec.name, u);
             }
@@ -509,6 +708,34 @@ fn dispatch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reload_reports_boxes_added_changed_and_removed_by_name() {
+        use rtbox_model::{BoxSpec, Interface};
+        let per_cpu = |budget| Interface::PerCpu {
+            budget,
+            period: 100_000_000,
+        };
+        let old = vec![
+            BoxSpec::new("keep", per_cpu(1_000_000)),
+            BoxSpec::new("grow", per_cpu(1_000_000)),
+            BoxSpec::new("gone", per_cpu(1_000_000)),
+        ];
+        let new = vec![
+            BoxSpec::new("keep", per_cpu(1_000_000)),
+            BoxSpec::new("grow", per_cpu(2_000_000)),
+            BoxSpec::new("new", per_cpu(1_000_000)),
+        ];
+        assert_eq!(
+            diff(&old, &new),
+            Changes {
+                added: vec!["new".into()],
+                changed: vec!["grow".into()],
+                removed: vec!["gone".into()],
+            }
+        );
+        assert_eq!(diff(&new, &new), Changes::default());
+    }
 
     #[test]
     fn requests_are_bounded_and_non_utf8_gets_an_answer() {

@@ -8,13 +8,14 @@ pub mod backstop;
 pub mod charge;
 pub mod client;
 pub mod daemon;
+pub mod host;
 pub mod loopcost;
 pub mod metrics;
 pub mod protocol;
 pub mod runtime;
 pub mod start;
 
-pub use daemon::{run, DaemonConfig, DaemonError};
+pub use daemon::{run, DaemonConfig, DaemonError, ReloadError, UserError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO, PRIO_HI, PRIO_LO};
 
 /// Default socket path.

@@ -77,6 +77,21 @@ pub enum Request {
     Metrics {},
 }
 
+impl Request {
+    /// The request's `op` as it appears on the wire (for logs).
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Create { .. } => "create",
+            Request::Set { .. } => "set",
+            Request::Delete { .. } => "delete",
+            Request::Attach { .. } => "attach",
+            Request::Detach { .. } => "detach",
+            Request::Status {} => "status",
+            Request::Metrics {} => "metrics",
+        }
+    }
+}
+
 /// Parse one request line; the error names what is wrong.
 pub fn parse_request(line: &str) -> Result<Request, String> {
     serde_json::from_str(line).map_err(|e| format!("malformed request: {e}"))

@@ -23,6 +23,18 @@ pub enum LinuxError {
     NoSuchThread(i32),
     /// A request the kernel interface cannot express (e.g. priority out of range).
     Invalid(String),
+    /// A user or group name the system's name service does not know.
+    UnknownName { kind: NameKind, name: String },
+    /// Another process holds the exclusive lock on `path`; `holder` is the pid it wrote there
+    /// (`None` when it could not be read).
+    Locked { path: PathBuf, holder: Option<i32> },
+}
+
+/// What a name names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    User,
+    Group,
 }
 
 impl LinuxError {
@@ -72,6 +84,23 @@ impl fmt::Display for LinuxError {
             }
             LinuxError::NoSuchThread(t) => write!(f, "thread {t} no longer exists"),
             LinuxError::Invalid(s) => write!(f, "{s}"),
+            LinuxError::UnknownName { kind, name } => {
+                let (what, call) = match kind {
+                    NameKind::User => ("user", "getpwnam"),
+                    NameKind::Group => ("group", "getgrnam"),
+                };
+                write!(
+                    f,
+                    "{what} \"{name}\" is neither a number nor known to the system ({call})"
+                )
+            }
+            LinuxError::Locked { path, holder } => {
+                write!(f, "{} is locked by ", path.display())?;
+                match holder {
+                    Some(p) => write!(f, "process {p}"),
+                    None => write!(f, "another process"),
+                }
+            }
         }
     }
 }

@@ -11,14 +11,19 @@
 //! - [`procevents`]: forks, execs and exits as they happen (netlink proc connector).
 //! - [`snapshot`]: a thread's original state and its restoration.
 //! - [`fdwait`]: timerfd, eventfd and waiting on them (the backstop's wake-ups).
+//! - [`users`]: user and group names through the system's name service.
+//! - [`lock`], [`child`], [`peer`]: the daemon's pid-naming locks, its children, its socket peers.
 //! - [`journal`] and [`watchdog`]: crash safety (write-ahead state file, a forked supervisor that
 //!   restores everything when the daemon dies, even by `kill -9`).
 
 pub mod cgroup;
+pub mod child;
 pub mod error;
 pub mod fdwait;
 pub mod gated;
 pub mod journal;
+pub mod lock;
+pub mod peer;
 pub mod perf;
 pub mod pimutex;
 pub mod procevents;
@@ -28,7 +33,7 @@ pub mod snapshot;
 pub mod users;
 pub mod watchdog;
 
-pub use error::LinuxError;
+pub use error::{LinuxError, NameKind};
 
 /// Whether the caller is root (effective uid 0). Tests that touch real threads skip otherwise.
 pub fn is_root() -> bool {

@@ -287,6 +287,17 @@ pub fn rt_limit() -> Option<(u64, u64)> {
     (period > 0).then_some((runtime, period))
 }
 
+/// The kernel's list of online CPUs.
+pub const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
+
+/// The CPUs the host has online, as the kernel's CPU list (`0-3,6`) from [`ONLINE_CPUS`];
+/// callers parse it with their CPU-set type.
+pub fn online_cpu_list() -> Result<String, LinuxError> {
+    std::fs::read_to_string(ONLINE_CPUS)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| LinuxError::io(ONLINE_CPUS, e))
+}
+
 /// Number of CPUs online.
 pub fn online_cpus() -> u32 {
     // SAFETY: sysconf has no preconditions.

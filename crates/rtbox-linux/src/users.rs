@@ -1,39 +1,48 @@
-//! User and group names to ids, from `/etc/passwd` and `/etc/group` (no NSS: the daemon and
-//! the CLI accept numeric ids for accounts that live elsewhere, e.g. LDAP).
+//! User and group names to ids through the system's name service (`getpwnam_r` /
+//! `getgrnam_r`), so accounts from LDAP, SSSD or any NSS module resolve like local ones.
 
-use std::path::Path;
+use nix::unistd::{Group, User};
 
+use crate::error::NameKind;
 use crate::LinuxError;
 
-/// The id of `name` in a passwd- or group-format text (`name:x:ID:...`).
-pub fn id_in(text: &str, name: &str) -> Option<u32> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        let mut f = l.split(':');
-        (f.next()? == name).then_some(())?;
-        f.nth(1)?.trim().parse().ok()
-    })
-}
-
-/// A user given as a number or a name in `/etc/passwd`.
+/// A user given as a number or a name the name service knows.
 pub fn uid(user: &str) -> Result<u32, LinuxError> {
-    lookup(user, "/etc/passwd", "user")
-}
-
-/// A group given as a number or a name in `/etc/group`.
-pub fn gid(group: &str) -> Result<u32, LinuxError> {
-    lookup(group, "/etc/group", "group")
-}
-
-fn lookup(who: &str, file: &str, what: &str) -> Result<u32, LinuxError> {
-    if let Ok(n) = who.parse::<u32>() {
+    if let Ok(n) = user.parse::<u32>() {
         return Ok(n);
     }
-    let text = std::fs::read_to_string(file).map_err(|e| LinuxError::io(Path::new(file), e))?;
-    id_in(&text, who).ok_or_else(|| {
-        LinuxError::Invalid(format!(
-            "{what} \"{who}\" is neither a number nor in {file}"
-        ))
-    })
+    match User::from_name(user) {
+        Ok(Some(u)) => Ok(u.uid.as_raw()),
+        Ok(None) => Err(unknown(NameKind::User, user)),
+        Err(e) => Err(LinuxError::Syscall {
+            op: "getpwnam_r",
+            tid: 0,
+            errno: e as i32,
+        }),
+    }
+}
+
+/// A group given as a number or a name the name service knows.
+pub fn gid(group: &str) -> Result<u32, LinuxError> {
+    if let Ok(n) = group.parse::<u32>() {
+        return Ok(n);
+    }
+    match Group::from_name(group) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(unknown(NameKind::Group, group)),
+        Err(e) => Err(LinuxError::Syscall {
+            op: "getgrnam_r",
+            tid: 0,
+            errno: e as i32,
+        }),
+    }
+}
+
+fn unknown(kind: NameKind, name: &str) -> LinuxError {
+    LinuxError::UnknownName {
+        kind,
+        name: name.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -41,17 +50,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_resolve_and_unknown_ones_do_not() {
-        let text = "root:x:0:0:root:/root:/bin/bash\n# comment:x:5\nnobody:x:65534:65534::/:/usr/sbin/nologin\n";
-        assert_eq!(id_in(text, "root"), Some(0));
-        assert_eq!(id_in(text, "nobody"), Some(65534));
-        assert_eq!(id_in(text, "nob"), None);
-        assert_eq!(id_in(text, "# comment"), None);
+    fn names_resolve_through_the_name_service_and_unknown_ones_do_not() {
         assert_eq!(uid("1000").unwrap(), 1000);
         assert_eq!(uid("root").unwrap(), 0);
-        assert!(uid("no-such-user-rtbox")
-            .unwrap_err()
-            .to_string()
-            .contains("no-such-user-rtbox"));
+        assert_eq!(gid("root").unwrap(), 0);
+        // `nobody` exists on every Linux system we run on, with the overflow id.
+        assert_eq!(uid("nobody").unwrap(), 65534);
+        let e = uid("no-such-user-rtbox").unwrap_err();
+        assert!(
+            matches!(&e, LinuxError::UnknownName { kind: NameKind::User, name } if name == "no-such-user-rtbox"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "user \"no-such-user-rtbox\" is neither a number nor known to the system (getpwnam)"
+        );
+        let e = gid("no-such-group-rtbox").unwrap_err();
+        assert!(matches!(
+            e,
+            LinuxError::UnknownName {
+                kind: NameKind::Group,
+                ..
+            }
+        ));
     }
 }

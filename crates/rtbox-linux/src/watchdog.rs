@@ -142,21 +142,17 @@ fn watch(rd: OwnedFd, journal: Journal, daemon: i32) -> ! {
     }
     let code = match journal.repair() {
         Ok(Some(rep)) => {
-            eprintln!(
-                "rtbox-watchdog: daemon gone; restored {} threads ({} gone){}",
-                rep.restored,
-                rep.gone,
-                if rep.errors.is_empty() {
-                    String::new()
-                } else {
-                    format!("; errors: {}", rep.errors.join("; "))
-                }
+            tracing::warn!(
+                restored = rep.restored,
+                gone = rep.gone,
+                errors = %rep.errors.join("; "),
+                "watchdog: daemon gone; its threads restored"
             );
             0
         }
         Ok(None) => 0,
         Err(e) => {
-            eprintln!("rtbox-watchdog: {e}");
+            tracing::error!(error = %e, "watchdog: cannot restore the daemon's threads");
             1
         }
     };

@@ -39,6 +39,8 @@ pub enum RuntimeError {
     DetachWhat,
     /// A box definition is invalid.
     Model(ModelError),
+    /// A box request names a CPU the host does not have online.
+    UnknownCpu(crate::host::UnknownCpu),
     /// A request the protocol could not turn into an action (its message names the field).
     BadRequest(String),
     /// A request only root may make.
@@ -84,6 +86,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::AttachSelf => write!(f, "cannot attach the daemon itself"),
             RuntimeError::DetachWhat => write!(f, "detach: give exactly one of pid, cgroup, box"),
             RuntimeError::Model(e) => write!(f, "invalid: {e}"),
+            RuntimeError::UnknownCpu(e) => write!(f, "refused: {e}"),
             RuntimeError::BadRequest(e) => write!(f, "invalid: {e}"),
             RuntimeError::NeedsRoot { what } => write!(f, "refused: {what} needs root"),
             RuntimeError::NotOwner { pid, uid } => {

@@ -322,6 +322,17 @@ impl Runtime {
 
     // ---- box changes -------------------------------------------------------------------------
 
+    /// Replace the whole box set (a reload): boxes whose definition differs are the changed
+    /// ones; as [`Runtime::create_box`] and friends, a refusal changes nothing.
+    pub fn replace_boxes(&mut self, specs: Vec<BoxSpec>) -> Result<(), RuntimeError> {
+        let changed: Vec<String> = specs
+            .iter()
+            .filter(|s| !self.specs.contains(s))
+            .map(|s| s.name.clone())
+            .collect();
+        self.set_boxes(specs, &changed)
+    }
+
     /// Replace the box set (admission first; a refusal changes nothing). The core keeps the
     /// state of every server whose box and CPU stay (budget left, deadline, throttle,
     /// statistics; [`Scheduler::reconfigure`]); members keep their tasks, and their servers
