@@ -5,7 +5,8 @@
 //!
 //! # Entry points
 //! - Whole configuration: [`analyze`] (root admission + every box) and [`analyze_box`] /
-//!   [`box_schedulable`] for one box of a [`rtbox_model::System`].
+//!   [`box_schedulable`] for one box of a [`rtbox_model::System`]; [`pin_plan`] the vCPU of
+//!   each pinned task, which the scheduling core follows.
 //! - A task set on a reservation without building a `System` (fast, for sweeps):
 //!   [`box_verdict`]`(&tasks, &pins, &Reservation, Policy, Placement)`; tasks are [`Task`]
 //!   (`Task::new(wcet, period)`, `.prio(p)`, `.jitter(j)`), reservations are
@@ -34,6 +35,7 @@ pub mod uni;
 pub use supply::{Bdm, Bdr, Dedicated, Edp, Mpr, MultiSupply, Prm, ServerSet, Supply, Work};
 pub use system::{
     analyze, analyze_box, box_reservation, box_schedulable, box_schedulable_fast, box_verdict,
-    AnalysisError, BoxReport, BoxVerdict, Reservation, SystemReport, TaskOutcome, TestKind,
+    pin_plan, AnalysisError, BoxReport, BoxVerdict, Reservation, SystemReport, TaskOutcome,
+    TestKind,
 };
 pub use task::Task;

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use rtbox_model::{admit, Admission, Interface, Nanos, Placement, Policy, Role, System};
+use rtbox_model::{admit, Admission, Interface, Nanos, PinPlan, Placement, Policy, Role, System};
 
 use crate::global::{global_edf, global_fp, theorem1, theorem1_schedulable, Check, GlobalVerdict};
 use crate::partition::{partition_any, LocalPolicy};
@@ -390,6 +390,30 @@ fn analyze_box_with(
     })
 }
 
+/// The placement of every pinned box's tasks, as the partitioning of [`analyze_box`] chose it
+/// (the CPU of each task's vCPU). The scheduling core follows it
+/// (`rtbox_core::Scheduler::with_plan`), so the simulator runs each task on the vCPU whose
+/// bound the analysis reports. Tasks no vCPU accepted, and boxes with no partitioned test
+/// (fair, shared), are left out: the core's fallback places them.
+pub fn pin_plan(system: &System) -> PinPlan {
+    let admission = admit(system);
+    let mut plan = PinPlan::default();
+    for b in system.boxes() {
+        if b.spec.placement != Placement::Pinned || system.tasks_of(b.name()).next().is_none() {
+            continue;
+        }
+        let Ok(r) = analyze_box_with(system, &admission, b.name()) else {
+            continue;
+        };
+        for (name, o) in r.task_names.iter().zip(&r.verdict.tasks) {
+            if let Some(&cpu) = o.vcpu.and_then(|v| r.vcpu_cpus.get(v)) {
+                plan.insert(b.name(), name, cpu);
+            }
+        }
+    }
+    plan
+}
+
 /// Whether one box's task set is schedulable under its interface, policy and placement.
 pub fn box_schedulable(system: &System, name: &str) -> Result<bool, AnalysisError> {
     analyze_box(system, name).map(|r| r.schedulable())
@@ -443,6 +467,36 @@ mod tests {
         let mut t = TaskSpec::periodic("own", 2 * MS, 40 * MS);
         t.box_name = Some("p".into());
         System::new(Platform::with_cpus(1), vec![parent, child], vec![t]).unwrap()
+    }
+
+    #[test]
+    fn the_pin_plan_is_the_partition_the_analysis_reports() {
+        let mut b = BoxSpec::new(
+            "p",
+            Interface::PerCpu {
+                budget: 9 * MS,
+                period: 10 * MS,
+            },
+        );
+        b.placement = Placement::Pinned;
+        let tasks: Vec<TaskSpec> = [("big", 8), ("s1", 1), ("s2", 1)]
+            .iter()
+            .map(|&(n, c)| {
+                let mut t = TaskSpec::periodic(n, c * MS, 10 * MS);
+                t.box_name = Some("p".into());
+                t
+            })
+            .collect();
+        let s = System::new(Platform::with_cpus(2), vec![b], tasks).unwrap();
+        let plan = pin_plan(&s);
+        let r = analyze_box(&s, "p").unwrap();
+        assert_eq!(plan.len(), 3);
+        for (name, o) in r.task_names.iter().zip(&r.verdict.tasks) {
+            let cpu = r.vcpu_cpus[o.vcpu.unwrap()];
+            assert_eq!(plan.cpu("p", name), Some(cpu), "{name}");
+        }
+        // Decreasing utilization: big alone on one vCPU, the small ones away from it.
+        assert_ne!(plan.cpu("p", "big"), plan.cpu("p", "s2"));
     }
 
     #[test]

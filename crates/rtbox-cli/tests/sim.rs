@@ -133,3 +133,79 @@ fn sim_deadline_model_keeps_the_running_job_at_equal_deadlines() {
     assert_eq!(finish, "6000000", "{jobs}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rtbox sim` reports each pinned task on the CPU `rtbox analyze` placed it on (the
+/// reproducer of the shared placement: `s2` must not land next to `big`).
+#[test]
+fn sim_reports_the_placement_the_analysis_chose() {
+    let dir = std::env::temp_dir().join(format!("rtbox-sim-place-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pinned.toml");
+    std::fs::write(
+        &file,
+        r#"
+[platform]
+cpus = 2
+
+[[box]]
+name = "p"
+cpus = "0-1"
+placement = "pinned"
+interface.per_cpu = { budget = "9ms", period = "10ms" }
+
+[[task]]
+name = "big"
+box = "p"
+wcet = "8ms"
+period = "10ms"
+
+[[task]]
+name = "s1"
+box = "p"
+wcet = "1ms"
+period = "10ms"
+
+[[task]]
+name = "s2"
+box = "p"
+wcet = "1ms"
+period = "10ms"
+"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| -> serde_json::Value {
+        let out = rtbox()
+            .args(args)
+            .arg(&file)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let analysed = run(&["analyze"]);
+    let simulated = run(&["sim", "--duration", "1s"]);
+    let tasks = analysed["boxes"][0]["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3);
+    for t in tasks {
+        let name = t["task"].as_str().unwrap();
+        let s = simulated["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap();
+        assert!(t["cpu"].is_u64(), "{name}: analysed without a CPU");
+        assert_eq!(s["cpu"], t["cpu"], "{name}");
+        assert!(
+            s["response"]["max"].as_u64().unwrap() <= t["response_bound_ns"].as_u64().unwrap(),
+            "{name}: simulated response above its bound"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

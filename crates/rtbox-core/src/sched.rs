@@ -1,11 +1,12 @@
 //! The scheduler: servers under per-CPU EDF, local policies and placement inside boxes.
 
+mod pin;
 mod plan;
 mod reconfigure;
 
 use std::collections::VecDeque;
 
-use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, Placement, Policy, System};
+use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, PinPlan, Placement, Policy, System};
 
 use crate::rules::{
     cbs_charge, cbs_exhausted, cbs_refund, cbs_throttle, cbs_unthrottle, cbs_wakeup, edf_key,
@@ -53,7 +54,6 @@ struct Bx {
     mode: Mode,
     servers: Vec<ServerId>,
     ready: Vec<TaskId>,
-    next_pin: usize,
     /// `ready` is in local-policy order.
     sorted: bool,
     /// Its servers that win EDF on their CPU in the current round of a decision.
@@ -110,6 +110,8 @@ pub struct Scheduler {
     boxes: Vec<Bx>,
     tasks: Vec<Tk>,
     background: Vec<TaskId>,
+    /// Where pinned members without a named CPU go (see [`Scheduler::with_plan`]).
+    plan: PinPlan,
     seq: u64,
     dirty: bool,
     /// A measured charge exhausted a budget: fire timers at the next advance.
@@ -138,8 +140,16 @@ fn key(policy: Policy, t: &Tk) -> (u64, u64) {
 
 impl Scheduler {
     /// Builds the servers of an admitted system: one per flattened server, all idle with a full
-    /// budget. Tasks are registered separately with [`Scheduler::add_task`].
+    /// budget. Tasks are registered separately with [`Scheduler::add_task`]. Members of pinned
+    /// boxes that name no CPU get the fallback placement ([`rtbox_model::least_loaded_vcpu`]).
     pub fn new(system: &System, opts: Options) -> Result<Self, CoreError> {
+        Self::with_plan(system, opts, PinPlan::default())
+    }
+
+    /// As [`Scheduler::new`], with the placement of pinned members computed by the analysis
+    /// (`rtbox_analysis::pin_plan`): a member the plan names (by box and task name) sits on the
+    /// planned vCPU, so the analysis's bounds hold for what runs.
+    pub fn with_plan(system: &System, opts: Options, plan: PinPlan) -> Result<Self, CoreError> {
         let adm = admit(system);
         if !adm.admitted() {
             return Err(CoreError::NotAdmitted(adm.refusals));
@@ -176,7 +186,6 @@ impl Scheduler {
                 mode: b.spec.mode,
                 servers: Vec::new(),
                 ready: Vec::new(),
-                next_pin: 0,
                 sorted: true,
                 won: Vec::new(),
                 shared: b.spec.interface.is_shared(),
@@ -218,6 +227,7 @@ impl Scheduler {
             boxes,
             tasks: Vec::new(),
             background: Vec::new(),
+            plan,
             seq: 0,
             dirty: true,
             timers_due: false,
@@ -320,19 +330,7 @@ impl Scheduler {
             if !bx.servers.is_empty() {
                 tk.box_idx = Some(b);
                 if bx.placement == Placement::Pinned {
-                    let home = match cpu_idx {
-                        Some(ci) => *bx
-                            .servers
-                            .iter()
-                            .find(|s| self.servers[s.index()].cpu_idx == ci)
-                            .ok_or_else(|| CoreError::NoServerOnCpu {
-                                task: p.name.clone(),
-                                box_name: name.clone(),
-                                cpu: p.cpu.unwrap_or(0),
-                            })?,
-                        None => bx.servers[bx.next_pin % bx.servers.len()],
-                    };
-                    self.boxes[b].next_pin += 1;
+                    let home = self.pinned_home(b, &p, cpu_idx)?;
                     self.servers[home.index()].members.push(id);
                     tk.home = Some(home);
                     tk.placed = Some(home);

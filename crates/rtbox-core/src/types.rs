@@ -77,7 +77,9 @@ pub struct TaskParams {
     /// Local fixed priority (fifo policy and background), higher is more urgent.
     pub priority: u32,
     /// Pinned placement: the CPU whose vCPU (server of the box) hosts the task. `None` in a pinned
-    /// box spreads tasks over the box's vCPUs in registration order. Ignored by global boxes.
+    /// box: the CPU of the scheduler's plan for (box, name) ([`crate::Scheduler::with_plan`]),
+    /// else the vCPU with the fewest members ([`rtbox_model::least_loaded_vcpu`]). Ignored by
+    /// global boxes.
     /// For background tasks: a CPU affinity.
     pub cpu: Option<u32>,
     /// A dedicated server instead of a box (then `box_name` must be `None`).

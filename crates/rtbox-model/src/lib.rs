@@ -4,6 +4,7 @@
 //! CPU fractions), the [`Platform`], boxes ([`BoxSpec`]) with their [`Interface`], the hard CBS
 //! [`Server`]s an interface becomes, [`TaskSpec`]s, and the validated [`System`]. The
 //! [`priority`] module holds the one fixed-priority rule every crate uses. The
+//! [`placement`] module holds where members of pinned boxes run. The
 //! [`admission`] module flattens the box tree into per-CPU servers and runs admission control.
 //!
 //! This crate does no I/O and reads no clock.
@@ -12,6 +13,7 @@ pub mod admission;
 pub mod bandwidth;
 pub mod cpuset;
 pub mod error;
+pub mod placement;
 pub mod priority;
 pub mod servers;
 pub mod system;
@@ -24,6 +26,7 @@ pub use admission::{
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};
+pub use placement::{least_loaded_vcpu, PinPlan};
 pub use priority::{
     deadline_monotonic_cmp, deadline_monotonic_order, fifo_priorities, priority_levels,
     FifoPriorityError,

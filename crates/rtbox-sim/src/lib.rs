@@ -151,6 +151,9 @@ pub struct TaskReport {
     /// The level it was scheduled at (`rtbox_model::priority_levels`, higher is more urgent):
     /// the order among tasks, not a Linux priority.
     pub level: u32,
+    /// The CPU of the vCPU a member of a pinned box sits on (`None`: it may move, or has no
+    /// server). The same placement `rtbox analyze` reports.
+    pub cpu: Option<u32>,
     pub released: u64,
     /// Completed jobs.
     pub jobs: u64,
@@ -816,6 +819,7 @@ impl<'a> Sim<'a> {
                 box_name: spec.box_name.clone(),
                 priority: spec.priority,
                 level: self.prio[i],
+                cpu: self.model.home(i).and_then(|s| descs.get(s)).map(|d| d.cpu),
                 released: ts.released,
                 jobs: ts.completed,
                 misses: ts.misses,

@@ -67,7 +67,9 @@ impl RtboxModel {
             record_events,
             ..Options::default()
         };
-        let mut sched = Scheduler::new(system, opts)?;
+        // Pinned members go where the analysis placed them, so its bounds are for what runs.
+        let plan = rtbox_analysis::pin_plan(system);
+        let mut sched = Scheduler::with_plan(system, opts, plan)?;
         let mut ids = Vec::with_capacity(system.tasks.len());
         for (t, spec) in system.tasks.iter().enumerate() {
             let mut p = TaskParams::from_spec(spec);

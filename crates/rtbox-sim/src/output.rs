@@ -26,16 +26,27 @@ pub fn summary_table(r: &SimReport) -> String {
     );
     let _ = writeln!(
         s,
-        "\n{:<20} {:<12} {:>4} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "task", "box", "prio", "jobs", "misses", "min ms", "mean ms", "p99 ms", "max ms", "exec %"
+        "\n{:<20} {:<12} {:>4} {:>4} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "task",
+        "box",
+        "prio",
+        "cpu",
+        "jobs",
+        "misses",
+        "min ms",
+        "mean ms",
+        "p99 ms",
+        "max ms",
+        "exec %"
     );
     for t in &r.tasks {
         let _ = writeln!(
             s,
-            "{:<20} {:<12} {:>4} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10.3}",
+            "{:<20} {:<12} {:>4} {:>4} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10.3}",
             t.name,
             t.box_name.as_deref().unwrap_or("-"),
             t.priority.map_or("DM".into(), |p| p.to_string()),
+            t.cpu.map_or("-".into(), |c| c.to_string()),
             t.jobs,
             t.misses,
             ms(t.response.min),

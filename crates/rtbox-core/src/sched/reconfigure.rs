@@ -52,7 +52,9 @@ impl Scheduler {
     pub fn reconfigure(&mut self, now: Nanos, system: &System) -> Result<Reconfigured, CoreError> {
         debug_assert!(now >= self.now, "time went backwards");
         // Everything that can fail happens on a scheduler of its own.
-        let mut next = Scheduler::new(system, self.opts)?;
+        // The plan of pinned members is kept: it names tasks, and a pinned member without a
+        // named CPU keeps its vCPU anyway (carry_tasks).
+        let mut next = Scheduler::with_plan(system, self.opts, self.plan.clone())?;
         let (released, joined) = self.register_tasks_again(&mut next)?;
         self.update(now);
         let server_map = self.carry_servers(&mut next, now);

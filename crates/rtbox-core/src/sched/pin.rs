@@ -1,0 +1,111 @@
+//! The vCPU a member of a pinned box sits on (rules in `rtbox_model::placement`).
+
+use rtbox_model::least_loaded_vcpu;
+
+use super::Scheduler;
+use crate::types::{CoreError, ServerId, TaskParams};
+
+impl Scheduler {
+    /// The home server in pinned box `b` of task `p`: its named CPU (`cpu_idx`), else the
+    /// CPU of the plan, else the box's vCPU with the fewest members (lowest CPU on ties).
+    pub(super) fn pinned_home(
+        &self,
+        b: usize,
+        p: &TaskParams,
+        cpu_idx: Option<usize>,
+    ) -> Result<ServerId, CoreError> {
+        let bx = &self.boxes[b];
+        let on_cpu = |ci: usize| {
+            bx.servers
+                .iter()
+                .copied()
+                .find(|s| self.servers[s.index()].cpu_idx == ci)
+        };
+        if let Some(ci) = cpu_idx {
+            return on_cpu(ci).ok_or_else(|| CoreError::NoServerOnCpu {
+                task: p.name.clone(),
+                box_name: bx.name.clone(),
+                cpu: p.cpu.unwrap_or(0),
+            });
+        }
+        // A planned CPU always has a server of the box when the plan is of this system; a
+        // stale plan falls through to the fallback rather than refusing the task.
+        if let Some(home) = self
+            .plan
+            .cpu(&bx.name, &p.name)
+            .and_then(|c| self.cpu_idx(c))
+            .and_then(on_cpu)
+        {
+            return Ok(home);
+        }
+        let loads = bx.servers.iter().map(|s| {
+            let srv = &self.servers[s.index()];
+            (self.cpus[srv.cpu_idx].id, srv.members.len())
+        });
+        let cpu = least_loaded_vcpu(loads).expect("a pinned box with servers");
+        let ci = self
+            .cpu_idx(cpu)
+            .expect("a server's CPU is on the platform");
+        Ok(on_cpu(ci).expect("the chosen CPU has a server of the box"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rtbox_model::{BoxSpec, Interface, PinPlan, Placement, Platform, System};
+
+    use crate::{Options, Scheduler, TaskParams};
+
+    fn pinned(cpus: u32) -> System {
+        let mut b = BoxSpec::new(
+            "vm",
+            Interface::PerCpu {
+                budget: 10,
+                period: 100,
+            },
+        );
+        b.placement = Placement::Pinned;
+        System::new(Platform::with_cpus(cpus), vec![b], vec![]).unwrap()
+    }
+
+    fn member(name: &str, cpu: Option<u32>) -> TaskParams {
+        TaskParams {
+            box_name: Some("vm".into()),
+            cpu,
+            ..TaskParams::background(name, 1)
+        }
+    }
+
+    fn cpu_of(s: &Scheduler, t: crate::TaskId) -> u32 {
+        s.server(s.placement(t).expect("pinned")).cpu
+    }
+
+    #[test]
+    fn unplanned_members_go_to_the_vcpu_with_fewest_members() {
+        let mut s = Scheduler::new(&pinned(3), Options::default()).unwrap();
+        let named = s.add_task(member("n", Some(0))).unwrap();
+        let a = s.add_task(member("a", None)).unwrap();
+        let b = s.add_task(member("b", None)).unwrap();
+        let c = s.add_task(member("c", None)).unwrap();
+        // CPU 0 holds the named task: 1 and 2 first, then the lowest of the three ties.
+        let got: Vec<u32> = [named, a, b, c].iter().map(|&t| cpu_of(&s, t)).collect();
+        assert_eq!(got, vec![0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn planned_members_follow_the_plan_and_a_named_cpu_wins() {
+        let mut plan = PinPlan::default();
+        plan.insert("vm", "a", 2);
+        plan.insert("vm", "b", 2);
+        plan.insert("vm", "n", 1);
+        // A stale entry (no such CPU) falls back instead of refusing the task.
+        plan.insert("vm", "stale", 7);
+        let mut s = Scheduler::with_plan(&pinned(3), Options::default(), plan).unwrap();
+        let a = s.add_task(member("a", None)).unwrap();
+        let b = s.add_task(member("b", None)).unwrap();
+        let n = s.add_task(member("n", Some(0))).unwrap();
+        let stale = s.add_task(member("stale", None)).unwrap();
+        let got: Vec<u32> = [a, b, n, stale].iter().map(|&t| cpu_of(&s, t)).collect();
+        assert_eq!(got, vec![2, 2, 0, 1]);
+    }
+}
