@@ -103,8 +103,9 @@ def read_simso(path: Union[str, os.PathLike]) -> Tuple[System, int, str]:
             )
         )
     if name == "RM":
-        # Rate monotonic: shorter period, higher priority (ties: file order).
-        order = sorted(range(len(tasks)), key=lambda i: (tasks[i].period, i))
+        # Rate monotonic: rtbox's one priority rule with the period as the deadline (shorter
+        # period first, ties in file order).
+        order = _rtbox.priority_order([(int(t.period), int(t.period)) for t in tasks])
         prio = {i: len(tasks) - rank for rank, i in enumerate(order)}
         tasks = [
             Task(**{**t.__dict__, "priority": prio[i]}) for i, t in enumerate(tasks)

@@ -26,6 +26,7 @@ fn _rtbox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(system::from_json, m)?)?;
     m.add_function(wrap_pyfunction!(generate::generate, m)?)?;
     m.add_function(wrap_pyfunction!(duration_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(priority_order, m)?)?;
     m.add("MODELS", rtbox_sim::ModelKind::NAMES.to_vec())?;
     Ok(())
 }
@@ -34,4 +35,12 @@ fn _rtbox(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn duration_ns(text: &str) -> PyResult<u64> {
     rtbox_model::parse_duration(text).map_err(|e| errors::config_error(None, format!("{e}")))
+}
+
+/// Positions of tasks given as (relative deadline, period) in ns, most urgent first, by the one
+/// priority rule of rtbox (`rtbox_model::deadline_monotonic_order`: shorter deadline, then
+/// shorter period, then position). Rate monotonic passes (period, period).
+#[pyfunction]
+fn priority_order(keys: Vec<(u64, u64)>) -> Vec<usize> {
+    rtbox_model::deadline_monotonic_order(&keys)
 }

@@ -39,3 +39,9 @@ def test_simso_edf_and_errors(tmp_path):
     with pytest.raises(rtbox.ConfigError) as e:
         rtbox.from_simso(llf)
     assert e.value.field == "sched.class"
+
+
+def test_priority_order_is_the_models_one_rule():
+    # (relative deadline, period): shorter deadline, then shorter period, then position.
+    keys = [(10, 10), (5, 20), (5, 10), (10, 10)]
+    assert rtbox._rtbox.priority_order(keys) == [2, 1, 0, 3]
