@@ -1369,15 +1369,7 @@ mod tests {
 
     #[test]
     fn set_priority_reorders_a_fifo_box() {
-        let b = BoxSpec::new(
-            "S1",
-            Interface::Servers(vec![ServerSpec {
-                cpu: 0,
-                budget: 5,
-                period: 10,
-            }]),
-        );
-        let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
+        let system = one_cpu_boxes(&[("S1", 5, 10)]);
         let mut s = Scheduler::new(&system, Options::default()).unwrap();
         let member = |name: &str, prio| TaskParams {
             box_name: Some("S1".into()),
