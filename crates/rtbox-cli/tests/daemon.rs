@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rtbox_linux::cgroup;
@@ -14,14 +13,12 @@ use rtbox_linux::sched::{self, SchedAttr};
 mod root;
 use root::{hog, root_or_skip, state, Orig, Proc};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 /// One root-only test at a time; `None`, after printing why, without root.
-fn serial(name: &str, why: &str) -> Option<MutexGuard<'static, ()>> {
+fn serial(name: &str, why: &str) -> Option<root::Turn> {
     if !root_or_skip(name, why) {
         return None;
     }
-    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+    Some(root::realtime_turn())
 }
 
 struct Env {

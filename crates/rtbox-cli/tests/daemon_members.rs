@@ -4,15 +4,12 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rtbox_linux::sched;
 
 mod root;
 use root::{hog, root_or_skip, state, Proc};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A temporary directory with a config, a socket and a state file.
 struct Dir(PathBuf);
@@ -99,7 +96,7 @@ fn config_pid_member_is_attached_and_restored_on_sigterm() {
     ) {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = root::realtime_turn();
     let h = hog();
     let pid = h.0.id() as i32;
     let orig = state(pid);
@@ -133,7 +130,7 @@ fn config_command_runs_in_its_box_and_is_stopped_with_the_daemon() {
     ) {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = root::realtime_turn();
     let dir = Dir::new("cmd", &config("{ commands = [[\"sleep\", \"60\"]] }"));
     let daemon = Proc(dir.daemon(Stdio::null()));
     dir.wait_socket();
@@ -163,7 +160,7 @@ fn missing_pid_refuses_to_start_and_changes_nothing() {
     ) {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = root::realtime_turn();
     let h = hog();
     let pid = h.0.id() as i32;
     let orig = state(pid);
@@ -209,7 +206,7 @@ fn config_comm_attaches_processes_by_name_and_refuses_unknown_names() {
     ) {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = root::realtime_turn();
     // A copy of sleep under a name no other process has (comm = the file name, <= 15 bytes).
     let name = format!("rtbx{}", std::process::id() % 100_000_000);
     let dir = Dir::new("comm", &config(&format!("{{ comms = [\"{name}\"] }}")));

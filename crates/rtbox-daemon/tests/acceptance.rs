@@ -14,12 +14,15 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// One test at a time (they share the CPUs and the cgroup tree); `None`, after printing why,
 /// without root.
-fn serial(name: &str) -> Option<MutexGuard<'static, ()>> {
+/// Also machine-wide (`REALTIME_LOCK`): other checkouts' suites and the experiments take turns.
+fn serial(name: &str) -> Option<(MutexGuard<'static, ()>, rtbox_linux::lock::PidLock)> {
     if !rtbox_linux::is_root() {
         eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
         return None;
     }
-    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+    let local = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let machine = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
+    Some((local, machine))
 }
 
 fn state_file(tag: &str) -> std::path::PathBuf {

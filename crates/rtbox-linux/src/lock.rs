@@ -56,9 +56,45 @@ impl PidLock {
         })
     }
 
+    /// Takes the lock on `path`, waiting for any holder to let go, and writes this process's
+    /// pid into it. Used where waiting is right: the real-runtime tests of several checkouts
+    /// (or of a test run beside an experiment) take turns on one machine's CPUs and cgroups.
+    pub fn acquire(path: &Path) -> Result<PidLock, LinuxError> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| LinuxError::io(path, e))?;
+        file.lock().map_err(|e| LinuxError::io(path, e))?;
+        let pid = std::process::id();
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{pid}"))
+            .map_err(|e| LinuxError::io(path, e))?;
+        Ok(PidLock {
+            _file: file,
+            path: path.to_path_buf(),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The machine-wide lock that real-runtime tests and experiments hold while they run: one
+/// reservation experiment at a time per machine, whichever checkout or script it comes from
+/// (`flock /tmp/rtbox-realtime.lock CMD` from a shell).
+pub const REALTIME_LOCK: &str = "/tmp/rtbox-realtime.lock";
+
+/// Waits for and takes [`REALTIME_LOCK`].
+pub fn realtime_turn() -> Result<PidLock, LinuxError> {
+    PidLock::acquire(Path::new(REALTIME_LOCK))
 }
 
 /// `PATH.lock`: the lock file that guards `path`.

@@ -1,6 +1,7 @@
 //! Helpers shared by the root-only tests that run the real daemon against real threads.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rtbox_linux::cgroup::{self, ThreadCgroups};
@@ -13,6 +14,26 @@ pub fn root_or_skip(name: &str, why: &str) -> bool {
     }
     eprintln!("{name}: skipped: needs root ({why})");
     false
+}
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// This test's turn on the machine: one real-runtime test at a time in this process, and in
+/// every process on the machine (the machine-wide `rtbox_linux::lock::REALTIME_LOCK`, which
+/// other checkouts' suites and the experiments take too). Hold it for the whole test.
+#[allow(dead_code)]
+pub struct Turn {
+    _local: MutexGuard<'static, ()>,
+    _machine: rtbox_linux::lock::PidLock,
+}
+
+pub fn realtime_turn() -> Turn {
+    let local = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let machine = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
+    Turn {
+        _local: local,
+        _machine: machine,
+    }
 }
 
 /// A process a test started; stopped and reaped whatever happens (SIGTERM first, so a daemon
