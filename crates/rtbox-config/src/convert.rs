@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use rtbox_model::{
     parse_control_string, parse_duration, Arrival, Bandwidth, BoxSpec, CpuSet, Interface, Mode,
-    ModelError, Nanos, Placement, Platform, Policy, ServerSpec, Subject, System, TaskSpec,
-    DEFAULT_CAP,
+    ModelError, Nanos, Placement, Platform, PluginKind, Policy, ServerSpec, Subject, System,
+    TaskSpec, DEFAULT_CAP,
 };
 use toml::Value;
 
@@ -290,6 +290,7 @@ fn box_spec(lines: &mut Lines, raw: &RawBox) -> Result<BoxSpec, ConfigError> {
     if let Some(p) = &raw.parent {
         lines.note(&s, "parent", p.span());
     }
+    let plugin = plugin(lines, &s, raw)?;
     Ok(BoxSpec {
         name,
         parent: raw.parent.as_ref().map(|p| p.get_ref().clone()),
@@ -311,7 +312,7 @@ fn box_spec(lines: &mut Lines, raw: &RawBox) -> Result<BoxSpec, ConfigError> {
             raw.placement.as_ref(),
             Placement::from_name,
             Placement::NAMES,
-            Placement::default(),
+            plugin.map_or(Placement::default(), PluginKind::placement),
         )?,
         mode: named(
             lines,
@@ -322,7 +323,61 @@ fn box_spec(lines: &mut Lines, raw: &RawBox) -> Result<BoxSpec, ConfigError> {
             Mode::NAMES,
             Mode::default(),
         )?,
+        plugin,
     })
+}
+
+/// A box's `plugin`: one of the built-in names. A plug-in orders members by fixed priority,
+/// so the box's `policy` must be `fifo` (or absent); it also decides where members run, so an
+/// explicit `placement` must be the one the plug-in needs (`fp`: global, the others: pinned).
+fn plugin(lines: &mut Lines, s: &Subject, raw: &RawBox) -> Result<Option<PluginKind>, ConfigError> {
+    let Some(f) = &raw.plugin else {
+        return Ok(None);
+    };
+    lines.note(s, "plugin", f.span());
+    let Some(kind) = PluginKind::from_name(f.get_ref()) else {
+        return Err(lines.error(
+            s,
+            "plugin",
+            f.span(),
+            format!(
+                "= \"{}\" is not one of {}",
+                f.get_ref(),
+                PluginKind::NAMES.join(", ")
+            ),
+        ));
+    };
+    if let Some(p) = &raw.policy {
+        if p.get_ref() != Policy::Fifo.name() {
+            return Err(lines.error(
+                s,
+                "policy",
+                p.span(),
+                format!(
+                    "= \"{}\" cannot run plugin \"{}\": plug-ins schedule by fixed priority, use policy = \"fifo\" or leave it out",
+                    p.get_ref(),
+                    kind.name()
+                ),
+            ));
+        }
+    }
+    if let Some(p) = &raw.placement {
+        let needed = kind.placement();
+        if p.get_ref() != needed.name() {
+            return Err(lines.error(
+                s,
+                "placement",
+                p.span(),
+                format!(
+                    "= \"{}\" conflicts with plugin \"{}\", which needs placement = \"{}\" (leave placement out)",
+                    p.get_ref(),
+                    kind.name(),
+                    needed.name()
+                ),
+            ));
+        }
+    }
+    Ok(Some(kind))
 }
 
 fn interface(

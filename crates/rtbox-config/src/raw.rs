@@ -36,6 +36,8 @@ pub struct RawBox {
     pub policy: Option<Spanned<String>>,
     pub placement: Option<Spanned<String>>,
     pub mode: Option<Spanned<String>>,
+    /// A scheduler plug-in over the box's periodic members (`docs/config.md`, "Plug-ins").
+    pub plugin: Option<Spanned<String>>,
     pub interface: Option<RawInterface>,
     /// What the daemon attaches or starts in this box (ignored by analysis and simulation).
     pub members: Option<RawMembers>,

@@ -82,6 +82,7 @@
 //! servers with work and the members placed on each vCPU (most urgent first); ready members of a
 //! global box that sit on no running vCPU are listed by [`Scheduler::unplaced`].
 
+pub mod plugin;
 pub mod rules;
 mod sched;
 mod types;

@@ -254,6 +254,10 @@ pub enum CoreError {
         task: String,
         cpu: u32,
     },
+    /// Only members of pinned boxes can be moved between vCPUs (`Scheduler::move_member`).
+    NotPinnedMember {
+        task: String,
+    },
     /// A dedicated reservation is invalid (zero, budget above deadline, deadline above period,
     /// or a box given too).
     BadReservation {
@@ -293,6 +297,9 @@ impl fmt::Display for CoreError {
                 f,
                 "task \"{task}\": box = \"{box_name}\" has no bandwidth of its own (children took all)"
             ),
+            CoreError::NotPinnedMember { task } => {
+                write!(f, "task \"{task}\" is not a member of a pinned box")
+            }
             CoreError::UnknownCpu { task, cpu } => {
                 write!(f, "task \"{task}\": cpu = {cpu} is not a CPU of the platform")
             }

@@ -14,6 +14,7 @@ pub mod bandwidth;
 pub mod cpuset;
 pub mod error;
 pub mod placement;
+pub mod plugin;
 pub mod priority;
 pub mod servers;
 pub mod system;
@@ -27,6 +28,7 @@ pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};
 pub use placement::{least_loaded_vcpu, PinPlan};
+pub use plugin::PluginKind;
 pub use priority::{
     deadline_monotonic_cmp, deadline_monotonic_order, fifo_priorities, priority_levels,
     FifoPriorityError,

@@ -149,6 +149,9 @@ pub struct BoxSpec {
     pub policy: Policy,
     pub placement: Placement,
     pub mode: Mode,
+    /// A scheduler plug-in deciding the priority and vCPU of the box's periodic members
+    /// (seed 001); `None`: the members keep their own priorities and the box's placement.
+    pub plugin: Option<crate::plugin::PluginKind>,
 }
 
 impl BoxSpec {
@@ -161,6 +164,7 @@ impl BoxSpec {
             policy: Policy::default(),
             placement: Placement::default(),
             mode: Mode::default(),
+            plugin: None,
         }
     }
 }

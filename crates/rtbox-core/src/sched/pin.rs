@@ -2,8 +2,10 @@
 
 use rtbox_model::least_loaded_vcpu;
 
+use rtbox_model::{Nanos, Placement};
+
 use super::Scheduler;
-use crate::types::{CoreError, ServerId, TaskParams};
+use crate::types::{CoreError, Event, ServerId, TaskId, TaskParams};
 
 impl Scheduler {
     /// The home server in pinned box `b` of task `p`: its named CPU (`cpu_idx`), else the
@@ -47,6 +49,57 @@ impl Scheduler {
             .cpu_idx(cpu)
             .expect("a server's CPU is on the platform");
         Ok(on_cpu(ci).expect("the chosen CPU has a server of the box"))
+    }
+
+    /// Moves a member of a pinned box to the box's vCPU on `cpu` (a plug-in's `migrate_task`,
+    /// seed 001 section IV). The member keeps its readiness and FIFO place; a ready member
+    /// competes on its new vCPU from the next decision, as `set_cpus_allowed_ptr` moves a
+    /// runnable task to the new CPU's run queue. Returns the new home server.
+    pub fn move_member(&mut self, now: Nanos, t: TaskId, cpu: u32) -> Result<ServerId, CoreError> {
+        let tk = self.task(t)?;
+        let name = tk.spec.name.clone();
+        let (Some(b), Some(from)) = (tk.box_idx, tk.home) else {
+            return Err(CoreError::NotPinnedMember { task: name });
+        };
+        if self.boxes[b].placement != Placement::Pinned {
+            return Err(CoreError::NotPinnedMember { task: name });
+        }
+        let ci = self.cpu_idx(cpu).ok_or_else(|| CoreError::UnknownCpu {
+            task: name.clone(),
+            cpu,
+        })?;
+        let to = self.boxes[b]
+            .servers
+            .iter()
+            .copied()
+            .find(|s| self.servers[s.index()].cpu_idx == ci)
+            .ok_or_else(|| CoreError::NoServerOnCpu {
+                task: name,
+                box_name: self.boxes[b].name.clone(),
+                cpu,
+            })?;
+        if to == from {
+            return Ok(to);
+        }
+        let old = &mut self.servers[from.index()].members;
+        if let Some(i) = old.iter().position(|&x| x == t) {
+            old.remove(i);
+        }
+        self.servers[to.index()].members.push(t);
+        let tk = &mut self.tasks[t.index()];
+        tk.home = Some(to);
+        tk.placed = Some(to);
+        tk.cpu_idx = Some(ci);
+        if self.opts.record_events {
+            self.events.push_back(Event::Migrated {
+                at: now,
+                task: t,
+                from,
+                to,
+            });
+        }
+        self.dirty = true;
+        Ok(to)
     }
 }
 
