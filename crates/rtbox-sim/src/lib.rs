@@ -25,6 +25,7 @@ pub mod bench;
 pub mod jack;
 pub mod model;
 pub mod output;
+pub mod plugin;
 pub mod stats;
 pub mod workload;
 
@@ -163,6 +164,10 @@ pub struct TaskReport {
     pub response: Summary,
     /// Execution time received.
     pub executed: Nanos,
+    /// In a plug-in box: the plug-in's admission verdict (`guaranteed`, `unproven`,
+    /// `background`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_verdict: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -313,6 +318,9 @@ pub fn simulate(system: &System, opts: &SimOptions) -> Result<SimReport, SimErro
     let prio = priority_levels(&system.tasks);
     let record = opts.record_trace;
     let mut model: Box<dyn Model> = match opts.model {
+        ModelKind::Rtbox if system.boxes().iter().any(|b| b.spec.plugin.is_some()) => {
+            Box::new(crate::plugin::PluginModel::new(system, &prio, record)?)
+        }
         ModelKind::Rtbox => Box::new(RtboxModel::new(system, &prio, record)?),
         ModelKind::RtThrottling => Box::new(RtThrottlingModel::new(system, &prio, record)),
         ModelKind::Fp => Box::new(FpModel::new(system, &prio)),
@@ -825,6 +833,7 @@ impl<'a> Sim<'a> {
                 misses: ts.misses,
                 response: ts.response.summary(),
                 executed: ts.executed,
+                plugin_verdict: self.model.verdict(i),
             })
             .collect();
         let cpus = (0..self.running.len())

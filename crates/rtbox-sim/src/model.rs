@@ -46,12 +46,16 @@ pub trait Model {
     /// (budget consumed, throttle count).
     fn server_stats(&self, server: usize) -> (Nanos, u64);
     fn drain_events(&mut self, out: &mut Vec<ModelEvent>);
+    /// A plug-in box's verdict for the task (`guaranteed`, `unproven`, `background`).
+    fn verdict(&self, _task: usize) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The rtbox core, in implicit accounting.
 pub struct RtboxModel {
     pub sched: Scheduler,
-    ids: Vec<TaskId>,
+    pub(crate) ids: Vec<TaskId>,
     /// Per task: whether it is a member of a pinned box.
     pinned: Vec<bool>,
     record: bool,

@@ -142,11 +142,7 @@ fn utilization_separation_threshold_is_m_over_3m_minus_2() {
     );
     assert!(is_heavy(g4.ctx(), 0) && !is_heavy(g4.ctx(), 1));
     // Heavy tasks go above every light one even with a longer deadline.
-    let g = group(
-        PluginKind::FpUs,
-        2,
-        &[(MS, 5 * MS), (60 * MS, 100 * MS)],
-    );
+    let g = group(PluginKind::FpUs, 2, &[(MS, 5 * MS), (60 * MS, 100 * MS)]);
     assert!(g.priority(1) > g.priority(0));
     let g = group(PluginKind::GFp, 2, &[(MS, 5 * MS), (60 * MS, 100 * MS)]);
     assert!(g.priority(1) < g.priority(0));
