@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use rtbox_analysis::global::global_fp;
 use rtbox_analysis::uni::fp_response;
 use rtbox_analysis::{Prm, ServerSet, Task};
-use rtbox_core::plugin::builtin::builtin;
-use rtbox_core::plugin::{FpTest, Load, PeriodicTask, PluginGroup, Verdict};
+use rtbox_core::plugin::{FpTest, Load, PluginGroup, Verdict};
 use rtbox_core::{CoreError, ServerId, TaskId};
 use rtbox_model::{Nanos, System};
 
@@ -33,6 +32,14 @@ impl AnalysisTest {
                 .map(|(c, q, p)| (c, Prm::new(p, q.min(p))))
                 .collect(),
         }
+    }
+
+    /// The tests over the vCPUs of `box_name` in `sched`.
+    pub fn for_box(sched: &rtbox_core::Scheduler, box_name: &str) -> Self {
+        AnalysisTest::new(sched.box_servers(box_name).iter().map(|&s| {
+            let i = sched.server(s);
+            (i.cpu, i.budget, i.period)
+        }))
     }
 
     /// `m` whole CPUs `0..m`.
@@ -87,38 +94,13 @@ impl PluginModel {
         let mut members = Vec::new();
         let mut of_task = vec![None; system.tasks.len()];
         for b in system.boxes() {
-            let Some(kind) = b.spec.plugin else { continue };
-            let tasks: Vec<usize> = (0..system.tasks.len())
-                .filter(|&t| system.tasks[t].box_name.as_deref() == Some(b.spec.name.as_str()))
-                .collect();
-            let servers: Vec<(u32, Nanos, Nanos)> = inner
-                .sched
-                .box_servers(&b.spec.name)
-                .iter()
-                .map(|&s| {
-                    let i = inner.sched.server(s);
-                    (i.cpu, i.budget, i.period)
-                })
-                .collect();
-            if servers.is_empty() {
+            let name = &b.spec.name;
+            let test = AnalysisTest::for_box(&inner.sched, name);
+            let Some((mut group, tasks)) =
+                PluginGroup::for_box(system, name, &inner.sched, priorities, &test)
+            else {
                 continue;
-            }
-            let ptasks = tasks
-                .iter()
-                .map(|&t| {
-                    let s = &system.tasks[t];
-                    PeriodicTask {
-                        name: s.name.clone(),
-                        wcet: s.wcet,
-                        period: s.period,
-                        deadline: s.deadline,
-                        priority: priorities[t],
-                    }
-                })
-                .collect();
-            let test = AnalysisTest::new(servers.iter().copied());
-            let cpus = servers.iter().map(|s| s.0).collect();
-            let mut group = PluginGroup::new(builtin(kind), cpus, ptasks, &test);
+            };
             let ids: Vec<TaskId> = tasks.iter().map(|&t| inner.ids[t]).collect();
             group.apply(&mut inner.sched, 0, &ids)?;
             for (g, &t) in tasks.iter().enumerate() {

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-use rtbox_model::Nanos;
+use rtbox_model::{Nanos, System};
 
+use super::builtin::builtin;
 use super::{levels, FpTest, PeriodicTask, Plugin, Scope, Verdict};
 use crate::{CoreError, Scheduler, TaskId};
 
@@ -197,6 +198,44 @@ impl PluginGroup {
             }
         }
         g
+    }
+
+    /// The group of a box with a `plugin`: its tasks (indices into `system.tasks`, in system
+    /// order) at their DM levels `priorities`, on the CPUs of the box's servers in `sched`.
+    /// `None` for a box without a plug-in or without servers. Both drivers build groups here.
+    pub fn for_box(
+        system: &System,
+        box_name: &str,
+        sched: &Scheduler,
+        priorities: &[u32],
+        test: &dyn FpTest,
+    ) -> Option<(PluginGroup, Vec<usize>)> {
+        let kind = system.get(box_name)?.spec.plugin?;
+        let cpus: Vec<u32> = sched
+            .box_servers(box_name)
+            .iter()
+            .map(|&s| sched.server(s).cpu)
+            .collect();
+        if cpus.is_empty() {
+            return None;
+        }
+        let members: Vec<usize> = (0..system.tasks.len())
+            .filter(|&t| system.tasks[t].box_name.as_deref() == Some(box_name))
+            .collect();
+        let tasks = members
+            .iter()
+            .map(|&t| {
+                let s = &system.tasks[t];
+                PeriodicTask {
+                    name: s.name.clone(),
+                    wcet: s.wcet,
+                    period: s.period,
+                    deadline: s.deadline,
+                    priority: priorities[t],
+                }
+            })
+            .collect();
+        Some((PluginGroup::new(builtin(kind), cpus, tasks, test), members))
     }
 
     pub fn plugin_name(&self) -> &str {
