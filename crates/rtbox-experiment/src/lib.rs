@@ -9,12 +9,15 @@
 //!   must show no deadline miss in simulation (synchronous WCET releases and a random sporadic
 //!   variant), and no response time above the analysis bound.
 //!
+//! - [`exsched`]: seed 001's Figure 11, the success ratio of the plug-ins (fp, fp-ff, fp-pm,
+//!   g-fp, fp-us) on random task sets drawn as the seed draws them.
 //! - [`report`]: admission, analysis and synthesis results as JSON, one shape for the CLI's
 //!   `--json` and the Python binding.
 //!
 //! No I/O: callers get strings and numbers back.
 
 pub mod agreement;
+pub mod exsched;
 pub mod plot;
 pub mod pool;
 pub mod report;

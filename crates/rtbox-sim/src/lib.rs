@@ -305,6 +305,13 @@ struct TaskState {
     last_cpu: Option<usize>,
 }
 
+/// An unfinished job at the end of the run missed its deadline if the deadline passed before
+/// the end, or is the end itself with work left: a job whose last instant of work ends exactly at
+/// its deadline (and at the end of the run) is on time.
+fn unfinished_missed(j: &Job, end: Nanos) -> bool {
+    j.deadline < end || (j.deadline == end && j.left > 0)
+}
+
 /// Runs one simulation.
 pub fn simulate(system: &System, opts: &SimOptions) -> Result<SimReport, SimError> {
     for name in opts.exec_lists.keys().chain(opts.dl_params.keys()) {
@@ -766,7 +773,7 @@ impl<'a> Sim<'a> {
             let late: Vec<Job> = self.tasks[t]
                 .jobs
                 .iter()
-                .filter(|j| j.deadline <= end)
+                .filter(|j| unfinished_missed(j, end))
                 .copied()
                 .collect();
             self.tasks[t].misses += late.len() as u64;
@@ -780,7 +787,7 @@ impl<'a> Sim<'a> {
                         deadline: j.deadline,
                         exec: j.exec,
                         finish: None,
-                        missed: j.deadline <= end,
+                        missed: unfinished_missed(j, end),
                     });
                 }
             }
