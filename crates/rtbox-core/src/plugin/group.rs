@@ -247,6 +247,10 @@ impl PluginGroup {
     pub fn ctx(&self) -> &GroupCtx {
         &self.ctx
     }
+    #[cfg(test)]
+    pub(super) fn ctx_mut(&mut self) -> &mut GroupCtx {
+        &mut self.ctx
+    }
     pub fn verdict(&self, t: usize) -> Verdict {
         self.verdicts[t]
     }

@@ -31,7 +31,7 @@ use std::fmt;
 
 use rtbox_model::Nanos;
 
-pub use group::{GroupCtx, PluginGroup};
+pub use group::{GroupCtx, GroupError, PluginGroup};
 
 /// A periodic member as the plug-in sees it (seed 001 section III: C <= D <= T).
 #[derive(Debug, Clone, PartialEq, Eq)]

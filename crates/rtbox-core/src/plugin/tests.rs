@@ -186,3 +186,48 @@ fn fp_is_global_and_keeps_dm_order() {
     g.job_released(0, 0);
     assert!((0..3).all(|t| g.cpu(t).is_none()));
 }
+
+/// The user plug-in of docs/exsched.md, "Writing a plug-in".
+#[derive(Default)]
+struct WorstFit {
+    /// Utilization placed on each CPU of the group, in parts per million.
+    load: Vec<u64>,
+}
+
+impl Plugin for WorstFit {
+    fn name(&self) -> &str {
+        "worst-fit"
+    }
+    fn task_admitted(&mut self, ctx: &mut GroupCtx, t: usize, _test: &dyn FpTest) -> Verdict {
+        self.load.resize(ctx.m(), 0);
+        let (wcet, period, dm) = (ctx.task(t).wcet, ctx.task(t).period, ctx.task(t).priority);
+        let u = wcet * 1_000_000 / period;
+        let k = (0..ctx.m()).min_by_key(|&k| (self.load[k], k)).unwrap();
+        self.load[k] += u;
+        let cpu = ctx.cpus()[k];
+        ctx.migrate(t, cpu).expect("a CPU of the group");
+        ctx.set_priority(t, levels::normal(dm, ctx.len()));
+        Verdict::Unproven
+    }
+}
+
+#[test]
+fn a_user_plugin_places_by_worst_fit() {
+    // DM order: t1 (5 ms), t0 (10 ms), t2 (20 ms). Worst fit: t1 -> 0 (0.4), t0 -> 1 (0.3),
+    // t2 -> 1 (0.3 < 0.4).
+    let specs = [(3 * MS, 10 * MS), (2 * MS, 5 * MS), (2 * MS, 20 * MS)];
+    let mut g = PluginGroup::new(Box::<WorstFit>::default(), vec![0, 1], tasks(&specs), &Rta);
+    assert_eq!(g.plugin_name(), "worst-fit");
+    assert_eq!((g.cpu(0), g.cpu(1), g.cpu(2)), (Some(1), Some(0), Some(1)));
+    assert_eq!(g.verdict(0), Verdict::Unproven);
+    assert_eq!(g.take_changes(), vec![0, 1, 2]);
+    assert!(g.take_changes().is_empty());
+}
+
+#[test]
+fn migrate_is_refused_outside_the_group_and_for_global_plugins() {
+    let mut g = group(PluginKind::FpFf, 2, &THREE);
+    assert_eq!(g.ctx_mut().migrate(0, 5), Err(GroupError::NotAGroupCpu(5)));
+    let mut f = group(PluginKind::Fp, 2, &THREE);
+    assert_eq!(f.ctx_mut().migrate(0, 1), Err(GroupError::GlobalScope));
+}

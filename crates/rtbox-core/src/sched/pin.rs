@@ -162,3 +162,69 @@ mod tests {
         assert_eq!(got, vec![2, 2, 0, 1]);
     }
 }
+
+#[cfg(test)]
+mod move_tests {
+    use rtbox_model::{BoxSpec, Interface, Placement, Platform, System};
+
+    use crate::{CoreError, Options, Scheduler, TaskParams};
+
+    fn boxed(placement: Placement) -> Scheduler {
+        let mut b = BoxSpec::new(
+            "g",
+            Interface::PerCpu {
+                budget: 5,
+                period: 10,
+            },
+        );
+        b.placement = placement;
+        let sys = System::new(Platform::with_cpus(2), vec![b], vec![]).unwrap();
+        Scheduler::new(&sys, Options::default()).unwrap()
+    }
+
+    fn member(name: &str, cpu: u32) -> TaskParams {
+        TaskParams {
+            box_name: Some("g".into()),
+            cpu: Some(cpu),
+            ..TaskParams::background(name, 1)
+        }
+    }
+
+    #[test]
+    fn a_ready_member_runs_on_its_new_vcpu() {
+        let mut s = boxed(Placement::Pinned);
+        let a = s.add_task(member("a", 0)).unwrap();
+        let b = s.add_task(member("b", 0)).unwrap();
+        s.wake(0, a, None).unwrap();
+        s.wake(0, b, None).unwrap();
+        s.advance(0);
+        assert!(s.running(1).is_none(), "both on CPU 0, one waits");
+        let to = s.move_member(0, b, 1).unwrap();
+        assert_eq!(s.server(to).cpu, 1);
+        s.advance(0);
+        assert_eq!(s.running(0).map(|r| r.task), Some(a));
+        assert_eq!(s.running(1).map(|r| r.task), Some(b));
+        assert_eq!(s.placement(b), Some(to));
+    }
+
+    #[test]
+    fn only_pinned_members_move() {
+        let mut s = boxed(Placement::Global);
+        let a = s
+            .add_task(TaskParams {
+                box_name: Some("g".into()),
+                ..TaskParams::background("a", 1)
+            })
+            .unwrap();
+        assert!(matches!(
+            s.move_member(0, a, 1),
+            Err(CoreError::NotPinnedMember { .. })
+        ));
+        let mut p = boxed(Placement::Pinned);
+        let b = p.add_task(member("b", 0)).unwrap();
+        assert!(matches!(
+            p.move_member(0, b, 7),
+            Err(CoreError::UnknownCpu { .. })
+        ));
+    }
+}
