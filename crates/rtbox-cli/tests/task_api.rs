@@ -254,8 +254,39 @@ fn a_figure_2_program_in_c_runs_its_100_jobs_in_a_box() {
         "{}",
         text(&out)
     );
+    // Task requests that cannot be honoured are refused, naming why, and change nothing.
+    let me = std::process::id();
+    for (line, why) in [
+        (
+            format!(r#"{{"op":"task_enter","box":"rt","pid":1,"tid":{me}}}"#),
+            "is not a thread of process 1",
+        ),
+        (
+            format!(
+                r#"{{"op":"task_run","pid":{me},"tid":{me},"wcet_ns":1,"period_ns":2,"deadline_ns":2}}"#
+            ),
+            "has not entered",
+        ),
+        (
+            format!(r#"{{"op":"task_exit","pid":{me},"tid":{me}}}"#),
+            "has not entered",
+        ),
+        (
+            format!(r#"{{"op":"task_enter","box":"rt","pid":{me}}}"#),
+            "missing field `tid`",
+        ),
+    ] {
+        let r = rtbox_daemon::client::request_line(&d.sock, &line).expect("daemon answers");
+        assert_eq!(r["ok"], false, "{line}: {r}");
+        assert!(
+            r["error"].as_str().unwrap_or("").contains(why),
+            "{line}: {r}"
+        );
+    }
     let v = d.status();
     assert_eq!(v["boxes"][0]["members"], serde_json::json!([]), "{v}");
+    // Only the task refused at rt_run entered (and left); the refused requests added none.
+    assert_eq!(v["tasks"].as_array().map(Vec::len), Some(1), "{v}");
 
     // Figure 2: 100 jobs of 1.5 ms work, C = 2 ms, T = D = 10 ms, priority 50.
     let canary = Canary::start(1);
