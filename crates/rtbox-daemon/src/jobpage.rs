@@ -2,9 +2,10 @@
 //! periodic-task API, crates/rtbox-task) tells the daemon about every job without a socket
 //! request per job.
 //!
-//! The daemon creates the page as a file in its job directory (`<state dir>/jobs/<tid>`, mode
-//! 0600, owned by the task's user) when the task enters, and both map it shared. Every field is
-//! a naturally aligned little-endian `u64` accessed as an atomic; each field has one writer:
+//! The daemon creates the page as a file in its job directory (`STATE.jobs/<tid>` beside its
+//! state file, mode 0600, owned by the task's user) when the task enters, and both map it
+//! shared. Every field is a naturally aligned little-endian `u64` accessed as an atomic; each
+//! field has one writer:
 //!
 //! | word | field | writer |
 //! |---|---|---|

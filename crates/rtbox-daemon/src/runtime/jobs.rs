@@ -269,11 +269,17 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Tasks with pages in `dir`; pages a previous daemon left there are removed.
+    /// Tasks with pages in `dir`; pages a previous daemon left there (files named by a
+    /// thread id) are removed.
     pub fn new(dir: PathBuf) -> Jobs {
         if let Ok(rd) = std::fs::read_dir(&dir) {
             for e in rd.flatten() {
-                let _ = std::fs::remove_file(e.path());
+                if e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.parse::<i32>().is_ok())
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
             }
         }
         Jobs {
@@ -338,6 +344,8 @@ impl Drop for Jobs {
         for t in self.live.values() {
             let _ = std::fs::remove_file(&t.path);
         }
+        // Only if empty.
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -630,6 +638,12 @@ mod tests {
         assert_eq!(row.latency_max_ns, 1_209);
         assert_eq!(row.response_p99_ns, Some(3_000_000));
         assert!(!path.exists(), "a finished task's page is removed");
+        // A new table removes leftover pages, and nothing else.
+        std::fs::write(dir.join("99"), b"").unwrap();
+        std::fs::write(dir.join("notes.txt"), b"").unwrap();
+        drop(jobs);
+        let _ = Jobs::new(dir.clone());
+        assert!(!dir.join("99").exists() && dir.join("notes.txt").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -161,12 +161,12 @@ fn build(
     Ok((system, sched))
 }
 
-/// Where the job pages of the task API live: `jobs/` beside the state file.
+/// Where the job pages of the task API live: `STATE.jobs/` beside the state file (one
+/// directory per state file, as there is one daemon per state file).
 fn jobs_dir(state_file: &std::path::Path) -> PathBuf {
-    state_file
-        .parent()
-        .unwrap_or(std::path::Path::new("."))
-        .join("jobs")
+    let mut name = state_file.as_os_str().to_owned();
+    name.push(".jobs");
+    PathBuf::from(name)
 }
 
 /// The live counters of every server of `sched`, by box and CPU.
