@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # Debian packages used by the runtime experiments and tests (rt-app workloads, cyclictest,
-# stress-ng load). Keep this list in sync with docs/runtime.md.
-APT_PACKAGES=(rt-app rt-tests stress-ng)
+# stress-ng load; gcc: the C examples of the periodic-task API, docs/api.md). Keep this list in
+# sync with docs/runtime.md.
+APT_PACKAGES=(rt-app rt-tests stress-ng gcc)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

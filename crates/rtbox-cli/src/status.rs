@@ -116,5 +116,79 @@ pub fn run(args: Args) -> ExitCode {
             n
         );
     }
+    if let Some(tasks) = tasks_table(&v["tasks"]) {
+        print!("periodic tasks (jobs):\n{tasks}");
+    }
     ExitCode::SUCCESS
+}
+
+/// The periodic tasks of the task API and their jobs, `None` without tasks. Percentiles are
+/// over the last jobs the daemon keeps (see docs/api.md).
+fn tasks_table(tasks: &serde_json::Value) -> Option<String> {
+    let rows = tasks.as_array().filter(|r| !r.is_empty())?;
+    let mut t = Table::new(
+        &[
+            "box",
+            "pid",
+            "tid",
+            "state",
+            "C",
+            "T",
+            "D",
+            "prio",
+            "released",
+            "completed",
+            "misses",
+            "overruns",
+            "resp p99",
+            "resp max",
+            "lat p99",
+            "lat max",
+        ],
+        &[
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+        ],
+    );
+    let ms = |x: &serde_json::Value| x.as_u64().map(format_ms).unwrap_or_else(|| "-".into());
+    let us = |x: &serde_json::Value| {
+        x.as_u64()
+            .map(|n| format!("{:.1} us", n as f64 / 1e3))
+            .unwrap_or_else(|| "-".into())
+    };
+    for r in rows {
+        t.row(vec![
+            r["box"].as_str().unwrap_or("").to_string(),
+            r["pid"].to_string(),
+            r["tid"].to_string(),
+            r["state"].as_str().unwrap_or("").to_string(),
+            ms(&r["wcet_ns"]),
+            ms(&r["period_ns"]),
+            ms(&r["deadline_ns"]),
+            r["priority"].as_u64().map_or("-".into(), |p| p.to_string()),
+            r["released"].to_string(),
+            r["completed"].to_string(),
+            r["misses"].to_string(),
+            r["overruns"].to_string(),
+            ms(&r["response_p99_ns"]),
+            ms(&r["max_response_ns"]),
+            us(&r["latency_p99_ns"]),
+            us(&r["latency_max_ns"]),
+        ]);
+    }
+    Some(t.render(0))
 }

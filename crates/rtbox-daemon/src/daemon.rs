@@ -425,6 +425,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         }
         let now = rt.now();
         rt.step(now);
+        rt.read_job_pages(false);
         start::reap_commands(&mut members.commands);
         let next = rt.next_wakeup(rt.now());
         rt.follow_exhaustion();
@@ -672,7 +673,40 @@ fn dispatch(
             let n = rt.detach(pid, cgroup.map(PathBuf::from), box_name.as_deref())?;
             Ok(serde_json::json!({"threads": n}))
         }
+        Request::TaskEnter { box_name, pid, tid } => {
+            may_signal(uid, pid)?;
+            if rt.specs().iter().any(|b| b.name == box_name)
+                && !access.may_use(rt.specs(), &box_name, uid)
+            {
+                return Err(RuntimeError::NotUser { box_name, uid });
+            }
+            let page = rt.task_enter(&box_name, pid, tid, uid)?;
+            Ok(serde_json::json!({"page": page}))
+        }
+        Request::TaskRun {
+            pid,
+            tid,
+            wcet_ns,
+            period_ns,
+            deadline_ns,
+            priority,
+        } => {
+            may_signal(uid, pid)?;
+            let d = crate::jobpage::Declared {
+                wcet: wcet_ns,
+                period: period_ns,
+                deadline: deadline_ns,
+            };
+            rt.task_run(pid, tid, d, priority)?;
+            Ok(serde_json::json!({}))
+        }
+        Request::TaskExit { pid, tid } => {
+            may_signal(uid, pid)?;
+            rt.task_exit(pid, tid)?;
+            Ok(serde_json::json!({}))
+        }
         Request::Status {} => {
+            rt.read_job_pages(true);
             let boxes: Vec<serde_json::Value> = rt
                 .specs()
                 .iter()
@@ -695,13 +729,18 @@ fn dispatch(
                 "boxes": boxes,
                 "servers": rt.server_rows(),
                 "loop": lp,
+                "tasks": rt.task_rows(),
                 "now_ns": rt.now(),
             }))
         }
-        Request::Metrics {} => Ok(serde_json::json!({
-            "text": crate::metrics::render(&rt.server_rows())
-                + &crate::metrics::render_loop(rt.loop_usage(), rt.admitted_step())
-        })),
+        Request::Metrics {} => {
+            rt.read_job_pages(true);
+            Ok(serde_json::json!({
+                "text": crate::metrics::render(&rt.server_rows())
+                    + &crate::metrics::render_loop(rt.loop_usage(), rt.admitted_step())
+                    + &crate::metrics::render_tasks(&rt.task_rows())
+            }))
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use crate::loopcost::LoopUsage;
+use crate::runtime::jobs::TaskRow;
 use crate::runtime::ServerRow;
 
 /// Name, type, help text and value of one metric family.
@@ -112,9 +113,124 @@ pub fn render_loop(u: &LoopUsage, admitted_step: u64) -> String {
     out
 }
 
+/// Name, type, help text and value of one per-task metric family.
+type TaskFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&TaskRow) -> Option<f64>,
+);
+
+/// The periodic tasks' jobs (`runtime/jobs.rs`), labelled by box, pid and tid; percentiles
+/// are over the task's last jobs (absent until it completed one).
+pub fn render_tasks(rows: &[TaskRow]) -> String {
+    let mut out = String::new();
+    let families: [TaskFamily; 8] = [
+        (
+            "rtbox_task_jobs_released_total",
+            "counter",
+            "Jobs released",
+            |r| Some(r.released as f64),
+        ),
+        (
+            "rtbox_task_jobs_completed_total",
+            "counter",
+            "Jobs completed",
+            |r| Some(r.completed as f64),
+        ),
+        (
+            "rtbox_task_deadline_misses_total",
+            "counter",
+            "Jobs completed after release + deadline",
+            |r| Some(r.misses as f64),
+        ),
+        (
+            "rtbox_task_wcet_overruns_total",
+            "counter",
+            "Jobs whose CPU time exceeded the declared WCET",
+            |r| Some(r.overruns as f64),
+        ),
+        (
+            "rtbox_task_response_max_seconds",
+            "gauge",
+            "Largest response time (completion - release)",
+            |r| Some(r.max_response_ns as f64 / 1e9),
+        ),
+        (
+            "rtbox_task_response_p99_seconds",
+            "gauge",
+            "99th percentile response time over the last jobs",
+            |r| r.response_p99_ns.map(|v| v as f64 / 1e9),
+        ),
+        (
+            "rtbox_task_release_latency_p99_seconds",
+            "gauge",
+            "99th percentile release latency (start - release) over the last jobs",
+            |r| r.latency_p99_ns.map(|v| v as f64 / 1e9),
+        ),
+        (
+            "rtbox_task_release_latency_max_seconds",
+            "gauge",
+            "Largest release latency (start - release)",
+            |r| Some(r.latency_max_ns as f64 / 1e9),
+        ),
+    ];
+    for (name, kind, help, f) in families {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for r in rows {
+            if let Some(v) = f(r) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{box=\"{}\",pid=\"{}\",tid=\"{}\"}} {v}",
+                    r.box_name.replace('\\', "\\\\").replace('"', "\\\""),
+                    r.pid,
+                    r.tid,
+                );
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_task_appears_with_its_jobs() {
+        let row = TaskRow {
+            pid: 10,
+            tid: 11,
+            box_name: "rt".into(),
+            state: "exited",
+            wcet_ns: 2_000_000,
+            period_ns: 10_000_000,
+            deadline_ns: 10_000_000,
+            priority: Some(50),
+            released: 100,
+            completed: 100,
+            misses: 0,
+            overruns: 2,
+            max_response_ns: 2_500_000,
+            max_exec_ns: 2_100_000,
+            response_p50_ns: Some(2_000_000),
+            response_p99_ns: Some(2_400_000),
+            latency_p50_ns: None,
+            latency_p99_ns: None,
+            latency_max_ns: 70_000,
+            samples: 100,
+            unsampled: 0,
+        };
+        let text = render_tasks(&[row]);
+        let label = "{box=\"rt\",pid=\"10\",tid=\"11\"}";
+        assert!(text.contains(&format!("rtbox_task_jobs_completed_total{label} 100")));
+        assert!(text.contains(&format!("rtbox_task_wcet_overruns_total{label} 2")));
+        assert!(text.contains(&format!("rtbox_task_response_p99_seconds{label} 0.0024")));
+        // No samples, no percentile line (but the family is declared).
+        assert!(!text.contains(&format!("rtbox_task_release_latency_p99_seconds{label}")));
+        assert!(text.contains("# TYPE rtbox_task_release_latency_p99_seconds gauge"));
+    }
 
     #[test]
     fn every_row_appears_in_every_metric() {

@@ -75,6 +75,32 @@ pub enum Request {
     },
     Status {},
     Metrics {},
+    /// Periodic-task API: thread `tid` of process `pid` enters `box` as a periodic task (the
+    /// process joins the box unless it is a member of it); the reply names its job page.
+    #[serde(rename = "task_enter")]
+    TaskEnter {
+        #[serde(rename = "box")]
+        box_name: String,
+        pid: i32,
+        tid: i32,
+    },
+    /// The task declares its timing (integer nanoseconds) and starts releasing jobs.
+    #[serde(rename = "task_run")]
+    TaskRun {
+        pid: i32,
+        tid: i32,
+        wcet_ns: u64,
+        period_ns: u64,
+        deadline_ns: u64,
+        #[serde(default)]
+        priority: Option<u32>,
+    },
+    /// The task leaves; its figures stay in status.
+    #[serde(rename = "task_exit")]
+    TaskExit {
+        pid: i32,
+        tid: i32,
+    },
 }
 
 impl Request {
@@ -88,6 +114,9 @@ impl Request {
             Request::Detach { .. } => "detach",
             Request::Status {} => "status",
             Request::Metrics {} => "metrics",
+            Request::TaskEnter { .. } => "task_enter",
+            Request::TaskRun { .. } => "task_run",
+            Request::TaskExit { .. } => "task_exit",
         }
     }
 }
@@ -211,5 +240,23 @@ mod tests {
             ..Default::default()
         };
         assert!(mode.to_spec().unwrap_err().contains("mode"));
+    }
+
+    #[test]
+    fn task_requests_round_trip_and_need_their_fields() {
+        let r = Request::TaskRun {
+            pid: 10,
+            tid: 11,
+            wcet_ns: 2_000_000,
+            period_ns: 10_000_000,
+            deadline_ns: 10_000_000,
+            priority: Some(50),
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(r#""op":"task_run""#), "{line}");
+        assert_eq!(parse_request(&line).unwrap(), r);
+        let e = parse_request(r#"{"op":"task_enter","box":"A","pid":1}"#).unwrap_err();
+        assert!(e.contains("tid"), "{e}");
+        assert!(parse_request(r#"{"op":"task_exit","pid":1,"tid":1}"#).is_ok());
     }
 }

@@ -21,6 +21,7 @@ pub mod apply;
 pub mod bands;
 pub mod error;
 pub mod guard;
+pub mod jobs;
 pub mod localprio;
 pub mod members;
 pub mod periods;
@@ -124,6 +125,8 @@ pub struct Runtime {
     trace: bool,
     /// The loop's own CPU use against the admitted step cost.
     loop_usage: LoopUsage,
+    /// Periodic tasks of the task API and their job pages (`jobs.rs`).
+    jobs: jobs::Jobs,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -156,6 +159,14 @@ fn build(
     }
     let sched = Scheduler::new(&system, core_options())?;
     Ok((system, sched))
+}
+
+/// Where the job pages of the task API live: `STATE.jobs/` beside the state file (one
+/// directory per state file, as there is one daemon per state file).
+fn jobs_dir(state_file: &std::path::Path) -> PathBuf {
+    let mut name = state_file.as_os_str().to_owned();
+    name.push(".jobs");
+    PathBuf::from(name)
 }
 
 /// The live counters of every server of `sched`, by box and CPU.
@@ -274,6 +285,7 @@ impl Runtime {
             None
         };
         Ok(Runtime {
+            jobs: jobs::Jobs::new(jobs_dir(&opts.state_file)),
             guard: Guard::new(backstop),
             loop_usage: LoopUsage::default(),
             layout,
