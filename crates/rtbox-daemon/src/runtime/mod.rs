@@ -146,12 +146,30 @@ fn core_options() -> Options {
     }
 }
 
+/// A box with a scheduler plug-in (seed 001, docs/exsched.md) is refused, changing nothing:
+/// the daemon does not feed plug-in groups yet, and running the box without its plug-in would
+/// silently give other priorities and placements than the simulator shows.
+fn refuse_plugin_boxes(specs: &[BoxSpec]) -> Result<(), RuntimeError> {
+    match specs.iter().find(|b| b.plugin.is_some()) {
+        Some(b) => Err(RuntimeError::Model(rtbox_model::ModelError::new(
+            rtbox_model::Subject::Box(b.name.clone()),
+            "plugin",
+            format!(
+                "= \"{}\" is not run by the daemon yet (rtbox sim runs plug-in boxes); leave plugin out",
+                b.plugin.map_or("", |k| k.name())
+            ),
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The system and a scheduler for `specs`, if admitted with the loop's cost.
 fn build(
     platform: &Platform,
     specs: &[BoxSpec],
     cost: LoopCost,
 ) -> Result<(System, Scheduler), RuntimeError> {
+    refuse_plugin_boxes(specs)?;
     let system = System::new(platform.clone(), specs.to_vec(), vec![])?;
     let adm = admit_with_loop(&system, cost);
     if !adm.admitted() {
@@ -352,6 +370,7 @@ impl Runtime {
     /// Counters shown as totals never go back (see [`Periods::reconfigured`]); the period
     /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
+        refuse_plugin_boxes(&specs)?;
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
         let adm = admit_with_loop(&system, self.opts.loop_cost());
         if !adm.admitted() {
@@ -862,6 +881,28 @@ mod tests {
     use super::*;
     use rtbox_core::TaskParams;
     use rtbox_model::{Interface, ServerSpec};
+
+    #[test]
+    fn plugin_boxes_are_refused_by_name() {
+        let mut b = BoxSpec::new(
+            "g",
+            Interface::PerCpu {
+                budget: 5 * 1_000_000,
+                period: 10 * 1_000_000,
+            },
+        );
+        b.plugin = Some(rtbox_model::PluginKind::FpPm);
+        let Err(err) = build(&Platform::with_cpus(2), &[b], LoopCost::DEFAULT) else {
+            panic!("a plug-in box was accepted");
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.contains("plugin")
+                && msg.contains("fp-pm")
+                && msg.contains("not run by the daemon"),
+            "{msg}"
+        );
+    }
 
     const MS: Nanos = 1_000_000;
 
