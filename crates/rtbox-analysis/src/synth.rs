@@ -241,7 +241,10 @@ pub fn mpr_ok(
     box_schedulable_fast(tasks, pins, &r, policy, placement)
 }
 
-/// The smallest m in 1..=max_m for which some Theta <= m Pi works, with the minimal Theta.
+/// The MPR interface with the least Theta for period Pi: for every m in 1..=max_m whose
+/// Theta = m Pi passes, the least passing Theta (binary search); the least of those, ties to
+/// the smaller m. A larger m spreads the budget thinner (a longer blackout, 2 (Pi - Theta/m))
+/// but lets more jobs run at once, so the smallest feasible m is not always the cheapest.
 pub fn min_mpr(
     tasks: &[Task],
     pins: &[Option<usize>],
@@ -256,21 +259,26 @@ pub fn min_mpr(
     if pi == 0 {
         return Err(SynthError::BadParameter("Pi must be positive".into()));
     }
+    let mut best: Option<MprSynthesis> = None;
     for m in 1..=max_m {
         let hi = u64::from(m) * pi;
         let ok = |theta: u64| mpr_ok(tasks, pins, pi, theta, m, policy, placement);
         if ok(hi) {
             let theta = least(1, hi, ok);
-            return Ok(MprSynthesis {
-                period: pi,
-                budget: theta,
-                m,
-            });
+            if best.is_none_or(|b| theta < b.budget) {
+                best = Some(MprSynthesis {
+                    period: pi,
+                    budget: theta,
+                    m,
+                });
+            }
         }
     }
-    Err(SynthError::Infeasible(format!(
-        "not schedulable with Theta = m Pi for any m up to {max_m}"
-    )))
+    best.ok_or_else(|| {
+        SynthError::Infeasible(format!(
+            "not schedulable with Theta = m Pi for any m up to {max_m}"
+        ))
+    })
 }
 
 /// Whether the task set passes with budget Q every `period` on each of `m` vCPUs.
@@ -539,16 +547,10 @@ mod tests {
                 policy,
                 Placement::Global
             ));
-            if s.m > 1 {
-                assert!(!mpr_ok(
-                    &ts,
-                    &[],
-                    5,
-                    5 * u64::from(s.m - 1),
-                    s.m - 1,
-                    policy,
-                    Placement::Global
-                ));
+            // No other m does with less (Theta - 1 fails for every m, so does any smaller).
+            for m in 1..=2 {
+                let theta = (s.budget - 1).min(5 * u64::from(m));
+                assert!(!mpr_ok(&ts, &[], 5, theta, m, policy, Placement::Global));
             }
             for placement in [Placement::Global, Placement::Pinned] {
                 let q = min_server_budget(&ts, &[], 2, 5, policy, placement).unwrap();

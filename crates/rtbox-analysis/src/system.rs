@@ -15,6 +15,7 @@ use std::fmt;
 
 use rtbox_model::{admit, Admission, Interface, Nanos, PinPlan, Placement, Policy, Role, System};
 
+use crate::carry_in::limited_carry_in;
 use crate::global::{global_edf, global_fp, theorem1, theorem1_schedulable, Check, GlobalVerdict};
 use crate::partition::{partition_any, LocalPolicy};
 use crate::supply::{Bdm, Mpr, MultiSupply, Prm, ServerSet, Supply};
@@ -64,6 +65,9 @@ pub enum TestKind {
     GlobalFp,
     /// Global EDF (BCL interference) on a supply with bounded parallelism.
     GlobalEdf,
+    /// Global EDF with at most m - 1 carry-in jobs over an extended window (Shin, Easwaran &
+    /// Lee 2008), used when the BCL form refuses.
+    GlobalEdfCarryIn,
     /// Partitioned: per-vCPU FP response-time analysis.
     PartitionedFp,
     /// Partitioned: per-vCPU EDF demand test.
@@ -79,6 +83,9 @@ impl TestKind {
             TestKind::Theorem1Servers => "G-FP, seed 002 Theorem 1 on the servers' Y_k",
             TestKind::GlobalFp => "G-FP response-time analysis on the supply",
             TestKind::GlobalEdf => "global EDF (BCL interference) on the supply",
+            TestKind::GlobalEdfCarryIn => {
+                "global EDF (at most m-1 carry-in jobs, extended window) on the supply"
+            }
             TestKind::PartitionedFp => "partitioned FP, response-time analysis per vCPU",
             TestKind::PartitionedEdf => "partitioned EDF, demand bound per vCPU",
             TestKind::NoGuarantee => "no real-time guarantee",
@@ -180,19 +187,33 @@ pub fn box_verdict(
     }
     let (test, verdicts) = match (reservation, local) {
         (Reservation::Bdm(b), LocalPolicy::Fp) => (TestKind::Theorem1Bdm, theorem1(tasks, b)),
-        (Reservation::Bdm(b), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, b)),
+        (Reservation::Bdm(b), LocalPolicy::Edf) => global_edf_union(tasks, b),
         (Reservation::Mpr(m), LocalPolicy::Fp) => (TestKind::GlobalFp, global_fp(tasks, m)),
-        (Reservation::Mpr(m), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, m)),
+        (Reservation::Mpr(m), LocalPolicy::Edf) => global_edf_union(tasks, m),
         (Reservation::Servers(s), LocalPolicy::Fp) => {
             (TestKind::Theorem1Servers, theorem1(tasks, s))
         }
-        (Reservation::Servers(s), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, s)),
+        (Reservation::Servers(s), LocalPolicy::Edf) => global_edf_union(tasks, s),
     };
     BoxVerdict {
         test,
         tasks: verdicts.into_iter().map(TaskOutcome::from).collect(),
         heuristic: None,
     }
+}
+
+/// Global EDF on a supply: the BCL-interference test, and when it refuses the limited
+/// carry-in test; the set is accepted when either accepts it (both are sufficient).
+fn global_edf_union(tasks: &[Task], supply: &dyn Supply) -> (TestKind, Vec<GlobalVerdict>) {
+    let bcl = global_edf(tasks, supply);
+    if bcl.iter().all(|v| v.schedulable) {
+        return (TestKind::GlobalEdf, bcl);
+    }
+    let carry_in = limited_carry_in(tasks, supply);
+    if carry_in.iter().all(|v| v.schedulable) {
+        return (TestKind::GlobalEdfCarryIn, carry_in);
+    }
+    (TestKind::GlobalEdf, bcl)
 }
 
 /// Yes/no form of [`box_verdict`] without response bounds: the same tests, faster (G-FP on

@@ -15,6 +15,7 @@
 //! No I/O: callers get strings and numbers back.
 
 pub mod agreement;
+pub mod carry_in;
 pub mod plot;
 pub mod pool;
 pub mod report;

@@ -108,7 +108,7 @@ pub fn condition(b: &BoxReport, i: usize) -> String {
             // Its own inequality holds, but its interference bound assumed others pass.
             let void = match test {
                 _ if t.schedulable || !c.holds() => "",
-                TestKind::GlobalEdf => "; void: another task fails",
+                TestKind::GlobalEdf | TestKind::GlobalEdfCarryIn => "; void: another task fails",
                 _ => "; void: a task of higher or equal priority fails",
             };
             let text = match c.k {
