@@ -188,6 +188,17 @@ fn render_box(b: &BoxReport) -> String {
         ]);
     }
     out.push_str(&t.render(2));
+    for c in &b.chains {
+        out.push_str(&format!(
+            "  chain {}: end-to-end {} (deadline {}): {}\n    {}\n",
+            report::chain_stages(b, c),
+            c.bound
+                .map_or("no bound".into(), |r| format!("<= {}", format_ms(r))),
+            format_ms(c.deadline),
+            if c.schedulable { "ok" } else { "FAIL" },
+            report::chain_method(c)
+        ));
+    }
     out
 }
 

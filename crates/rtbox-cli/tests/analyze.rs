@@ -315,3 +315,37 @@ cpu = 1
     assert!(row.contains("(CPU 1)"), "{row}");
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn jack_pipeline_chain_bound_agrees_with_simulation() {
+    // Issue 17: the chain's end-to-end bound per chain, text and JSON; sim agrees (exit 0).
+    let file = example("jack-pipeline.toml");
+    let f = file.to_str().unwrap();
+    let (code, out, err) = rtbox(&["analyze", f]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("chain jackd -> client1 -> client2: end-to-end <= 2.903 ms"),
+        "{out}"
+    );
+    let (code, json, err) = rtbox(&["analyze", f, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let chain = &v["boxes"][0]["chains"][0];
+    assert_eq!(chain["end_to_end_bound_ns"], 2_902_500);
+    assert_eq!(chain["stages"].as_array().unwrap().len(), 3);
+    let (code, out, err) = rtbox(&["sim", f, "--duration", "2s"]);
+    assert_eq!(code, 0, "rtbox sim disagrees: {out}{err}");
+    // Synthesis: the smallest group budget is the sum of the stages' WCETs (seed 004 Eq. 3).
+    let (code, out, err) = rtbox(&[
+        "analyze",
+        f,
+        "--box",
+        "jack",
+        "--synthesize",
+        "server",
+        "--period",
+        "2902.5us",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("budget = \"638050ns\""), "{out}");
+}

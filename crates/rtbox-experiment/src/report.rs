@@ -5,6 +5,7 @@
 //! become floats here and only here (the edge where fixed point meets readers), except BDM
 //! alphas, which are given as their exact decimal text.
 
+use rtbox_analysis::chain::{ChainMethod, ChainReport};
 use rtbox_analysis::synth::Synthesis;
 use rtbox_analysis::{BoxReport, SystemReport, TestKind};
 use rtbox_model::{format_duration, format_ms, Admission, Interface, Role};
@@ -74,6 +75,45 @@ pub fn supply_text(b: &BoxReport) -> String {
     )
 }
 
+/// A chain's stages joined by arrows, e.g. `jackd -> client1 -> client2`.
+pub fn chain_stages(b: &BoxReport, c: &ChainReport) -> String {
+    c.stages
+        .iter()
+        .map(|&i| b.task_names[i].as_str())
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
+/// How a chain's end-to-end bound was obtained, with its numbers.
+pub fn chain_method(c: &ChainReport) -> String {
+    match c.method {
+        ChainMethod::ServerActivation {
+            server,
+            work,
+            periods,
+        } => format!(
+            "one server, fresh activation: W = {} in {periods} period(s) of Q = {} / P = {}",
+            format_ms(work),
+            format_ms(server.budget),
+            format_ms(server.period)
+        ),
+        ChainMethod::Holistic { iterations } => {
+            format!("holistic: jitter = predecessor's bound, fixed point in {iterations} round(s)")
+        }
+    }
+}
+
+/// One chain as JSON (`rtbox analyze --json`, per box `chains`).
+pub fn chain_report(b: &BoxReport, c: &ChainReport) -> Value {
+    json!({
+        "stages": c.stages.iter().map(|&i| &b.task_names[i]).collect::<Vec<_>>(),
+        "end_to_end_bound_ns": c.bound,
+        "deadline_ns": c.deadline,
+        "schedulable": c.schedulable,
+        "method": chain_method(c),
+    })
+}
+
 fn ms(w: u128) -> String {
     format_ms(u64::try_from(w).unwrap_or(u64::MAX))
 }
@@ -102,6 +142,15 @@ pub fn condition(b: &BoxReport, i: usize) -> String {
     }
     match (b.verdict.test, t.check) {
         (TestKind::NoGuarantee, _) => "no guaranteed supply or no real-time policy".into(),
+        (TestKind::ChainServerActivation, _) => match t.response {
+            Some(r) => format!(
+                "end-to-end {} {} D = {}",
+                format_ms(r),
+                if t.schedulable { "<=" } else { ">" },
+                format_ms(b.tasks[i].deadline)
+            ),
+            None => "no bound".into(),
+        },
         (TestKind::PartitionedEdf | TestKind::PartitionedFp, None) => "no vCPU accepts it".into(),
         (test, Some(c)) => {
             let rel = if c.holds() { "<=" } else { ">" };
@@ -141,6 +190,7 @@ pub fn box_report(b: &BoxReport) -> Value {
         "heuristic": b.verdict.heuristic,
         "schedulable": b.schedulable(),
         "vcpu_cpus": b.vcpu_cpus,
+        "chains": b.chains.iter().map(|c| chain_report(b, c)).collect::<Vec<_>>(),
         "tasks": b.tasks.iter().enumerate().map(|(i, t)| {
             let o = &b.verdict.tasks[i];
             json!({
