@@ -48,9 +48,17 @@ pub fn selected<'a>(report: &'a SystemReport, only: Option<&str>) -> Vec<&'a Box
         .collect()
 }
 
-/// Whether the shown boxes are schedulable: admitted, and every selected box passes.
+/// No task in any shown box: a verdict would be vacuous.
+pub fn nothing_to_analyse(report: &SystemReport, only: Option<&str>) -> bool {
+    selected(report, only).iter().all(|b| b.tasks.is_empty())
+}
+
+/// Whether the shown boxes are schedulable: admitted, something to analyse, and every selected
+/// box passes.
 pub fn schedulable(report: &SystemReport, only: Option<&str>) -> bool {
-    report.admission.admitted() && selected(report, only).iter().all(|b| b.schedulable())
+    report.admission.admitted()
+        && !nothing_to_analyse(report, only)
+        && selected(report, only).iter().all(|b| b.schedulable())
 }
 
 /// `rtbox analyze`: the admission's fields (flattened into the top level), `schedulable` over
@@ -59,6 +67,10 @@ pub fn analysis(report: &SystemReport, only: Option<&str>) -> Value {
     let mut v = admission(&report.admission);
     let o = v.as_object_mut().expect("admission is an object");
     o.insert("schedulable".into(), json!(schedulable(report, only)));
+    o.insert(
+        "nothing_to_analyse".into(),
+        json!(nothing_to_analyse(report, only)),
+    );
     o.insert(
         "boxes".into(),
         Value::Array(selected(report, only).into_iter().map(box_report).collect()),
@@ -294,12 +306,14 @@ mod tests {
                 "background",
                 "boxes",
                 "cpus",
+                "nothing_to_analyse",
                 "refusals",
                 "schedulable",
                 "shared"
             ]
         );
         assert_eq!(v["schedulable"], true);
+        assert_eq!(v["nothing_to_analyse"], false);
         assert_eq!(v["background"], json!(["bg6", "bg7", "bg8"]));
         let names: Vec<&str> = v["boxes"]
             .as_array()
