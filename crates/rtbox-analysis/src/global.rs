@@ -221,7 +221,7 @@ pub fn require_all(mut verdicts: Vec<GlobalVerdict>) -> Vec<GlobalVerdict> {
     verdicts
 }
 
-fn with_prepared(
+pub(crate) fn with_prepared(
     tasks: &[Task],
     f: impl Fn(&[Task], usize) -> GlobalVerdict,
 ) -> Vec<GlobalVerdict> {

@@ -18,10 +18,16 @@
 //! - Individual tests: [`supply`] (sbf of PRM, EDP, BDR, BDM, MPR, explicit servers),
 //!   [`demand`] (dbf, check points), [`uni`] (EDF and FP RTA against a supply),
 //!   [`global`] (seed 002 Theorem 1, global EDF/FP on a supply, GFB, BCL, BC RTA),
+//!   [`carry_in`] (global EDF with at most m - 1 carry-in jobs, Shin, Easwaran & Lee 2008),
+//!   [`chain`] (end-to-end bounds of `after` chains: server activation, holistic),
+//!   [`curve`] (a box's sbf beside its tasks' dbf, for `rtbox analyze --sbf`),
 //!   [`partition`] (first/worst/best-fit with exact per-vCPU tests).
 //!
 //! See `docs/analysis.md` for each test's source and assumptions.
 
+pub mod carry_in;
+pub mod chain;
+pub mod curve;
 pub mod demand;
 pub mod global;
 mod math;

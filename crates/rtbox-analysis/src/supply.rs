@@ -50,6 +50,29 @@ pub trait Supply {
     }
     /// A short description for reports, e.g. `PRM(P=10ms, Q=4ms)`.
     fn describe(&self) -> String;
+    /// Pushes onto `out` every corner of the real-valued bound in `[lo, hi]` (each as the two
+    /// integers around it), so that between two consecutive pushed points the bound is linear
+    /// (its floor the floor of a linear function). `false` when the supply cannot list them;
+    /// tests that need them then do not apply.
+    fn corners(&self, lo: Nanos, hi: Nanos, out: &mut Vec<Nanos>) -> bool {
+        let _ = (lo, hi, out);
+        false
+    }
+}
+
+/// Pushes `first + k step` and the integer before it, for every k with the point in `[lo, hi]`.
+fn push_progression(first: Nanos, step: Nanos, lo: Nanos, hi: Nanos, out: &mut Vec<Nanos>) {
+    let step = step.max(1);
+    let k0 = lo.saturating_sub(first) / step;
+    let mut x = first.saturating_add(k0.saturating_mul(step));
+    while x <= hi.saturating_add(1) {
+        out.push(x.saturating_sub(1));
+        out.push(x);
+        x = match x.checked_add(step) {
+            Some(v) => v,
+            None => break,
+        };
+    }
 }
 
 /// Smallest `t` with `f(t) >= w` for a monotone `f` dominated from below by `lin`.
@@ -130,6 +153,14 @@ pub fn prm_sbf(period: Nanos, budget: Nanos, t: Nanos) -> Work {
 }
 
 impl Supply for Prm {
+    /// Corners where each rising part of the bound starts, 2 (P - Q) + k P, and ends,
+    /// (P - Q) + k P.
+    fn corners(&self, lo: Nanos, hi: Nanos, out: &mut Vec<Nanos>) -> bool {
+        let gap = self.period - self.budget;
+        push_progression(gap, self.period, lo, hi, out);
+        push_progression(2 * gap, self.period, lo, hi, out);
+        true
+    }
     fn sbf(&self, t: Nanos) -> Work {
         prm_sbf(self.period, self.budget, t)
     }
@@ -322,6 +353,11 @@ impl MultiSupply for Bdm {
 
 /// The BDM platform used as one supply with parallelism m: Y_m.
 impl Supply for Bdm {
+    /// One corner, at Delta.
+    fn corners(&self, _lo: Nanos, _hi: Nanos, out: &mut Vec<Nanos>) -> bool {
+        out.extend([self.delta.saturating_sub(1), self.delta]);
+        true
+    }
     fn sbf(&self, t: Nanos) -> Work {
         bdm_y(self.alpha, self.delta, self.m, t)
     }
@@ -372,6 +408,19 @@ pub fn mpr_sbf(period: Nanos, budget: Nanos, m: u32, t: Nanos) -> Work {
 }
 
 impl Supply for Mpr {
+    /// Corners where m t'' is a multiple of m Pi (rising part ends) and where it is
+    /// m Pi - Theta past one (rising part starts): m t = c + k m Pi with c = m Pi - Theta or
+    /// 2 (m Pi - Theta); each as the integers around c / m + k Pi.
+    fn corners(&self, lo: Nanos, hi: Nanos, out: &mut Vec<Nanos>) -> bool {
+        let m = u64::from(self.m.max(1));
+        let gap = (m * self.period).saturating_sub(self.budget);
+        for c in [gap, 2 * gap] {
+            let (whole, frac) = (c / m, c % m);
+            push_progression(whole + u64::from(frac > 0), self.period, lo, hi, out);
+            push_progression(whole, self.period, lo, hi, out);
+        }
+        true
+    }
     fn sbf(&self, t: Nanos) -> Work {
         mpr_sbf(self.period, self.budget, self.m, t)
     }
@@ -424,6 +473,10 @@ pub struct Dedicated {
 }
 
 impl Supply for Dedicated {
+    /// Linear: no corner.
+    fn corners(&self, _lo: Nanos, _hi: Nanos, _out: &mut Vec<Nanos>) -> bool {
+        true
+    }
     fn sbf(&self, t: Nanos) -> Work {
         u128::from(self.m) * u128::from(t)
     }
@@ -491,6 +544,10 @@ impl ServerSet {
 }
 
 impl Supply for ServerSet {
+    /// The union of the servers' corners (a sum of piecewise-linear bounds).
+    fn corners(&self, lo: Nanos, hi: Nanos, out: &mut Vec<Nanos>) -> bool {
+        self.servers.iter().all(|s| s.corners(lo, hi, out))
+    }
     fn sbf(&self, t: Nanos) -> Work {
         self.servers.iter().map(|s| s.sbf(t)).sum()
     }

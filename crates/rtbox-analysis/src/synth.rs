@@ -12,7 +12,7 @@ use rtbox_model::{
 
 use crate::global::{prepare, theorem1_interference};
 use crate::supply::{Bdm, Mpr, Prm, ServerSet};
-use crate::system::{box_schedulable_fast, Reservation};
+use crate::system::{analyze_box, box_schedulable_fast, Reservation};
 use crate::task::{from_specs, Task};
 
 /// Why no interface could be found.
@@ -241,7 +241,10 @@ pub fn mpr_ok(
     box_schedulable_fast(tasks, pins, &r, policy, placement)
 }
 
-/// The smallest m in 1..=max_m for which some Theta <= m Pi works, with the minimal Theta.
+/// The MPR interface with the least Theta for period Pi: for every m in 1..=max_m whose
+/// Theta = m Pi passes, the least passing Theta (binary search); the least of those, ties to
+/// the smaller m. A larger m spreads the budget thinner (a longer blackout, 2 (Pi - Theta/m))
+/// but lets more jobs run at once, so the smallest feasible m is not always the cheapest.
 pub fn min_mpr(
     tasks: &[Task],
     pins: &[Option<usize>],
@@ -256,21 +259,113 @@ pub fn min_mpr(
     if pi == 0 {
         return Err(SynthError::BadParameter("Pi must be positive".into()));
     }
+    min_mpr_by(max_m, pi, |theta, m| {
+        mpr_ok(tasks, pins, pi, theta, m, policy, placement)
+    })
+}
+
+/// The search of [`min_mpr`] with any test `ok(theta, m)` (monotone in Theta).
+fn min_mpr_by(
+    max_m: u32,
+    pi: Nanos,
+    ok: impl Fn(Nanos, u32) -> bool,
+) -> Result<MprSynthesis, SynthError> {
+    let mut best: Option<MprSynthesis> = None;
     for m in 1..=max_m {
         let hi = u64::from(m) * pi;
-        let ok = |theta: u64| mpr_ok(tasks, pins, pi, theta, m, policy, placement);
-        if ok(hi) {
-            let theta = least(1, hi, ok);
-            return Ok(MprSynthesis {
-                period: pi,
-                budget: theta,
-                m,
-            });
+        if ok(hi, m) {
+            let theta = least(1, hi, |t| ok(t, m));
+            if best.is_none_or(|b| theta < b.budget) {
+                best = Some(MprSynthesis {
+                    period: pi,
+                    budget: theta,
+                    m,
+                });
+            }
         }
     }
-    Err(SynthError::Infeasible(format!(
-        "not schedulable with Theta = m Pi for any m up to {max_m}"
-    )))
+    best.ok_or_else(|| {
+        SynthError::Infeasible(format!(
+            "not schedulable with Theta = m Pi for any m up to {max_m}"
+        ))
+    })
+}
+
+/// Whether box `name` of `system` is schedulable with `interface` instead of its own, by the
+/// whole-box analysis (chains and single-task boxes use `chain.rs`, which needs the
+/// configuration's `after` links and not only the task parameters).
+pub fn box_ok_with(system: &System, name: &str, interface: &Interface) -> bool {
+    let mut specs = system.specs();
+    for b in specs.iter_mut().filter(|b| b.name == name) {
+        b.interface = interface.clone();
+    }
+    System::new(system.platform.clone(), specs, system.tasks.clone())
+        .ok()
+        .and_then(|s| analyze_box(&s, name).ok())
+        .is_some_and(|r| r.schedulable())
+}
+
+/// Synthesis through [`box_ok_with`] (boxes with chains or a single task).
+fn synthesize_whole_box(
+    system: &System,
+    name: &str,
+    m: u32,
+    request: Request,
+) -> Result<(Interface, Option<(Nanos, Nanos)>), SynthError> {
+    let ok = |i: Interface| box_ok_with(system, name, &i);
+    match request {
+        Request::Bdm { delta } => {
+            if delta == 0 {
+                return Err(SynthError::BadParameter("Delta must be positive".into()));
+            }
+            let iface = |a: u64| Interface::Bdm {
+                alpha: Bandwidth::from_units(a),
+                delta,
+            };
+            let hi = BW_ONE - 1;
+            if !ok(iface(hi)) {
+                return Err(SynthError::Infeasible(format!(
+                    "not schedulable even with alpha just below 1 and Delta {}",
+                    rtbox_model::format_duration(delta)
+                )));
+            }
+            let alpha = Bandwidth::from_units(least(1, hi, |a| ok(iface(a))));
+            Ok((
+                Interface::Bdm { alpha, delta },
+                bdm_server_params(alpha, delta),
+            ))
+        }
+        Request::Mpr { pi } => {
+            if pi == 0 {
+                return Err(SynthError::BadParameter("Pi must be positive".into()));
+            }
+            let s = min_mpr_by(m, pi, |theta, m| ok(Interface::Mpr { theta, pi, m }))?;
+            Ok((
+                Interface::Mpr {
+                    theta: s.budget,
+                    pi,
+                    m: s.m,
+                },
+                None,
+            ))
+        }
+        Request::Server { period } => {
+            if period == 0 {
+                return Err(SynthError::BadParameter(
+                    "the period must be positive".into(),
+                ));
+            }
+            let iface = |q: u64| Interface::PerCpu { budget: q, period };
+            if !ok(iface(period)) {
+                return Err(SynthError::Infeasible(format!(
+                    "not schedulable even with full servers (Q = P = {})",
+                    rtbox_model::format_duration(period)
+                )));
+            }
+            let q = least(1, period, |q| ok(iface(q)));
+            Ok((Interface::PerCpu { budget: q, period }, None))
+        }
+    }
 }
 
 /// Whether the task set passes with budget Q every `period` on each of `m` vCPUs.
@@ -353,6 +448,23 @@ pub fn synthesize_box(
         .collect();
     let m = cpus.len() as u32;
     let (policy, placement) = (rb.spec.policy, rb.spec.placement);
+    let chained = specs.len() == 1
+        || specs.iter().any(|s| {
+            s.after
+                .as_deref()
+                .is_some_and(|a| specs.iter().any(|o| o.name == a))
+        });
+    if chained {
+        let (interface, server) = synthesize_whole_box(system, name, m, request)?;
+        let toml = box_entry_toml(system, name, &interface);
+        return Ok(Synthesis {
+            box_name: name.to_string(),
+            interface,
+            table: Vec::new(),
+            server,
+            toml,
+        });
+    }
     let (interface, table, server) = match request {
         Request::Bdm { delta } => {
             let s = min_bdm_alpha(&tasks, &pins, m, delta, policy, placement)?;
@@ -539,16 +651,10 @@ mod tests {
                 policy,
                 Placement::Global
             ));
-            if s.m > 1 {
-                assert!(!mpr_ok(
-                    &ts,
-                    &[],
-                    5,
-                    5 * u64::from(s.m - 1),
-                    s.m - 1,
-                    policy,
-                    Placement::Global
-                ));
+            // No other m does with less (Theta - 1 fails for every m, so does any smaller).
+            for m in 1..=2 {
+                let theta = (s.budget - 1).min(5 * u64::from(m));
+                assert!(!mpr_ok(&ts, &[], 5, theta, m, policy, Placement::Global));
             }
             for placement in [Placement::Global, Placement::Pinned] {
                 let q = min_server_budget(&ts, &[], 2, 5, policy, placement).unwrap();

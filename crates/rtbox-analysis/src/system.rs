@@ -15,6 +15,8 @@ use std::fmt;
 
 use rtbox_model::{admit, Admission, Interface, Nanos, PinPlan, Placement, Policy, Role, System};
 
+use crate::carry_in::limited_carry_in;
+use crate::chain::{chain_verdict, ChainReport};
 use crate::global::{global_edf, global_fp, theorem1, theorem1_schedulable, Check, GlobalVerdict};
 use crate::partition::{partition_any, LocalPolicy};
 use crate::supply::{Bdm, Mpr, MultiSupply, Prm, ServerSet, Supply};
@@ -64,6 +66,12 @@ pub enum TestKind {
     GlobalFp,
     /// Global EDF (BCL interference) on a supply with bounded parallelism.
     GlobalEdf,
+    /// Global EDF with at most m - 1 carry-in jobs over an extended window (Shin, Easwaran &
+    /// Lee 2008), used when the BCL form refuses.
+    GlobalEdfCarryIn,
+    /// One server holding one chain: the whole instance within ceil(W / Q) periods of a fresh
+    /// server activation (`chain.rs`).
+    ChainServerActivation,
     /// Partitioned: per-vCPU FP response-time analysis.
     PartitionedFp,
     /// Partitioned: per-vCPU EDF demand test.
@@ -79,6 +87,12 @@ impl TestKind {
             TestKind::Theorem1Servers => "G-FP, seed 002 Theorem 1 on the servers' Y_k",
             TestKind::GlobalFp => "G-FP response-time analysis on the supply",
             TestKind::GlobalEdf => "global EDF (BCL interference) on the supply",
+            TestKind::GlobalEdfCarryIn => {
+                "global EDF (at most m-1 carry-in jobs, extended window) on the supply"
+            }
+            TestKind::ChainServerActivation => {
+                "one chain on one server: the instance within ceil(W/Q) server periods"
+            }
             TestKind::PartitionedFp => "partitioned FP, response-time analysis per vCPU",
             TestKind::PartitionedEdf => "partitioned EDF, demand bound per vCPU",
             TestKind::NoGuarantee => "no real-time guarantee",
@@ -180,19 +194,33 @@ pub fn box_verdict(
     }
     let (test, verdicts) = match (reservation, local) {
         (Reservation::Bdm(b), LocalPolicy::Fp) => (TestKind::Theorem1Bdm, theorem1(tasks, b)),
-        (Reservation::Bdm(b), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, b)),
+        (Reservation::Bdm(b), LocalPolicy::Edf) => global_edf_union(tasks, b),
         (Reservation::Mpr(m), LocalPolicy::Fp) => (TestKind::GlobalFp, global_fp(tasks, m)),
-        (Reservation::Mpr(m), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, m)),
+        (Reservation::Mpr(m), LocalPolicy::Edf) => global_edf_union(tasks, m),
         (Reservation::Servers(s), LocalPolicy::Fp) => {
             (TestKind::Theorem1Servers, theorem1(tasks, s))
         }
-        (Reservation::Servers(s), LocalPolicy::Edf) => (TestKind::GlobalEdf, global_edf(tasks, s)),
+        (Reservation::Servers(s), LocalPolicy::Edf) => global_edf_union(tasks, s),
     };
     BoxVerdict {
         test,
         tasks: verdicts.into_iter().map(TaskOutcome::from).collect(),
         heuristic: None,
     }
+}
+
+/// Global EDF on a supply: the BCL-interference test, and when it refuses the limited
+/// carry-in test; the set is accepted when either accepts it (both are sufficient).
+fn global_edf_union(tasks: &[Task], supply: &dyn Supply) -> (TestKind, Vec<GlobalVerdict>) {
+    let bcl = global_edf(tasks, supply);
+    if bcl.iter().all(|v| v.schedulable) {
+        return (TestKind::GlobalEdf, bcl);
+    }
+    let carry_in = limited_carry_in(tasks, supply);
+    if carry_in.iter().all(|v| v.schedulable) {
+        return (TestKind::GlobalEdfCarryIn, carry_in);
+    }
+    (TestKind::GlobalEdf, bcl)
 }
 
 /// Yes/no form of [`box_verdict`] without response bounds: the same tests, faster (G-FP on
@@ -265,6 +293,8 @@ pub struct BoxReport {
     pub tasks: Vec<Task>,
     /// The priorities as configured, parallel to `tasks`.
     pub priorities: Vec<Option<u32>>,
+    /// End-to-end bounds of the box's chains (`after`), one per path (`chain.rs`).
+    pub chains: Vec<ChainReport>,
 }
 
 impl BoxReport {
@@ -364,6 +394,7 @@ fn analyze_box_with(
                 task_names,
                 tasks,
                 priorities,
+                chains: Vec::new(),
             })
         }
         Err(e) => return Err(e),
@@ -372,13 +403,37 @@ fn analyze_box_with(
         .iter()
         .map(|s| s.cpu.and_then(|c| vcpu_cpus.iter().position(|&x| x == c)))
         .collect();
-    let verdict = box_verdict(
-        &tasks,
-        &pinned,
-        &reservation,
-        rb.spec.policy,
-        rb.spec.placement,
-    );
+    // Chains inside the box: predecessor indices among its tasks.
+    let preds: Vec<Option<usize>> = specs
+        .iter()
+        .map(|s| {
+            s.after
+                .as_deref()
+                .and_then(|a| specs.iter().position(|o| o.name == a))
+        })
+        .collect();
+    // A single task in a single server is the one-stage chain of `chain.rs`.
+    // (A fair box has no real-time guarantee at all.)
+    let chained = preds.iter().any(Option::is_some) || tasks.len() == 1;
+    let (verdict, tasks, chains) = if chained && rb.spec.policy != Policy::Fair {
+        chain_verdict(
+            &tasks,
+            &preds,
+            &pinned,
+            &reservation,
+            rb.spec.policy,
+            rb.spec.placement,
+        )
+    } else {
+        let v = box_verdict(
+            &tasks,
+            &pinned,
+            &reservation,
+            rb.spec.policy,
+            rb.spec.placement,
+        );
+        (v, tasks, Vec::new())
+    };
     Ok(BoxReport {
         name: rb.name().to_string(),
         reservation: Some(reservation),
@@ -387,6 +442,7 @@ fn analyze_box_with(
         task_names,
         tasks,
         priorities,
+        chains,
     })
 }
 

@@ -341,3 +341,49 @@ proptest! {
         }
     }
 }
+
+/// Server pattern with the PRM's worst blackout: budget at the start of even periods and at the
+/// end of odd ones (2 (P - Q) without supply across each even/odd boundary).
+fn server_slot_alternating(p: u64, q: u64, phase: u64, slot: u64) -> bool {
+    let off = slot + p - phase % p;
+    let (k, o) = (off / p, off % p);
+    if k % 2 == 0 {
+        o < q
+    } else {
+        o >= p - q
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// Issue 17: the limited carry-in global EDF test (Shin, Easwaran & Lee 2008) never accepts
+    /// a set that misses, on dedicated CPUs and on rtbox's MPR servers under early, late and
+    /// alternating supply with random phases.
+    #[test]
+    fn limited_carry_in_is_safe(
+        ts in set_strategy(6), m in 2u32..=3, p in 2u64..=6, theta in 1u64..=18,
+        phases in prop::collection::vec(0u64..6, 3), pattern in 0u8..3
+    ) {
+        use rtbox_analysis::carry_in::limited_carry_in;
+        let h = horizon(&ts);
+        if limited_carry_in(&ts, &Dedicated { m }).iter().all(|v| v.schedulable) {
+            let sim = simulate(&ts, Sched::Edf, h, |_| u64::from(m));
+            prop_assert!(sim.missed.iter().all(|&x| !x), "dedicated m = {}", m);
+        }
+        let theta = 1 + (theta - 1) % (u64::from(m) * p);
+        let mpr = Mpr { period: p, budget: theta, m };
+        if limited_carry_in(&ts, &mpr).iter().all(|v| v.schedulable) {
+            let split = rtbox_model::mpr_budgets(theta, m);
+            let avail = |s: u64| -> u64 {
+                split.iter().zip(&phases).map(|(&q, &ph)| u64::from(match pattern {
+                    0 => server_slot(p, q, ph, false, s),
+                    1 => server_slot(p, q, ph, true, s),
+                    _ => server_slot_alternating(p, q, ph, s),
+                })).sum()
+            };
+            let sim = simulate(&ts, Sched::Edf, h.max(8 * p), avail);
+            prop_assert!(sim.missed.iter().all(|&x| !x), "MPR({}, {}, {})", p, theta, m);
+        }
+    }
+}

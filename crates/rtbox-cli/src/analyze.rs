@@ -1,14 +1,17 @@
 //! `rtbox analyze FILE [--box NAME] [--synthesize bdm|mpr|server --delta D|--period P] [--json]`:
 //! per box the supply, the test and its verdict; per task the verdict with its response-time
 //! bound or the inequality that failed. With `--synthesize`, the smallest interface of the
-//! requested kind and a ready-to-paste `[[box]]` entry.
+//! requested kind and a ready-to-paste `[[box]]` entry. `--sbf BOX [--until T] [--csv]
+//! [--svg FILE]`: the box's supply bound function beside its tasks' demand bound, as numbers
+//! and as a plot.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rtbox_analysis::curve::{default_until, supply_and_demand, CurvePoint};
 use rtbox_analysis::synth::{synthesize_box, Request, SynthError, Synthesis};
 use rtbox_analysis::{analyze, BoxReport};
-use rtbox_experiment::report;
+use rtbox_experiment::{plot, report};
 use rtbox_model::{format_duration, format_ms, parse_duration, Interface, Nanos, System};
 use serde_json::json;
 
@@ -40,6 +43,18 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print this box's supply bound function and its tasks' demand bound as numbers.
+    #[arg(long, value_name = "BOX")]
+    pub sbf: Option<String>,
+    /// With --sbf: the longest window (default: four times the longest period).
+    #[arg(long, value_parser = duration, requires = "sbf")]
+    pub until: Option<Nanos>,
+    /// With --sbf: print CSV (t_ns,sbf_ns,dbf_ns) instead of a table.
+    #[arg(long, requires = "sbf")]
+    pub csv: bool,
+    /// With --sbf: also write an SVG plot of both curves to this file.
+    #[arg(long, value_name = "FILE", requires = "sbf")]
+    pub svg: Option<PathBuf>,
 }
 
 fn duration(s: &str) -> Result<Nanos, String> {
@@ -70,6 +85,12 @@ pub fn run(args: Args) -> ExitCode {
                 args.file.display()
             ));
         }
+    }
+    if let Some(b) = &args.sbf {
+        if args.synthesize.is_some() || args.json {
+            return usage("--sbf cannot be combined with --synthesize or --json");
+        }
+        return run_sbf(&system, b, &args);
     }
     match args.synthesize {
         None => {
@@ -122,7 +143,9 @@ fn run_analysis(system: &System, args: &Args) -> ExitCode {
                 analysis.background.join(", ")
             ));
         }
-        out.push_str(if ok {
+        out.push_str(if report::nothing_to_analyse(&analysis, only) {
+            "nothing to analyse: no task in any box\n"
+        } else if ok {
             "schedulable\n"
         } else {
             "NOT schedulable\n"
@@ -130,6 +153,78 @@ fn run_analysis(system: &System, args: &Args) -> ExitCode {
         print!("{out}");
     }
     ExitCode::from(if ok { 0 } else { 1 })
+}
+
+/// `--sbf BOX`: the box's sbf and its tasks' dbf at the curves' corners, as a table or CSV,
+/// and optionally an SVG plot.
+fn run_sbf(system: &System, name: &str, args: &Args) -> ExitCode {
+    let Some(b) = analyze(system).boxes.into_iter().find(|b| b.name == name) else {
+        return usage(&format!(
+            "--sbf: box \"{name}\" is not in {}",
+            args.file.display()
+        ));
+    };
+    let Some(reservation) = &b.reservation else {
+        return usage(&format!(
+            "--sbf: box \"{name}\" has no reserved supply (shared)"
+        ));
+    };
+    let until = args
+        .until
+        .unwrap_or_else(|| default_until(reservation, &b.tasks));
+    let points = supply_and_demand(reservation, &b.tasks, until);
+    let mut out = String::new();
+    if args.csv {
+        out.push_str("t_ns,sbf_ns,dbf_ns\n");
+        for p in &points {
+            out.push_str(&format!("{},{},{}\n", p.t, p.sbf, p.dbf));
+        }
+    } else {
+        out.push_str(&format!(
+            "box {name}: {} up to {}; dbf of its {} task(s)\n",
+            reservation.describe(),
+            format_duration(until),
+            b.tasks.len()
+        ));
+        let mut t = Table::new(
+            &["t", "sbf", "dbf"],
+            &[Align::Right, Align::Right, Align::Right],
+        );
+        let ms = |w: u128| format_ms(u64::try_from(w).unwrap_or(u64::MAX));
+        for p in &points {
+            t.row(vec![format_ms(p.t), ms(p.sbf), ms(p.dbf)]);
+        }
+        out.push_str(&t.render(2));
+    }
+    print!("{out}");
+    if let Some(path) = &args.svg {
+        let series = |f: fn(&CurvePoint) -> u128| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .map(|p| (p.t as f64 / 1e6, f(p) as f64 / 1e6))
+                .collect()
+        };
+        let svg = plot::curve_plot_svg(
+            &format!("box {name}: {}", reservation.describe()),
+            "window length t (ms)",
+            "CPU time (ms)",
+            &[
+                plot::Series {
+                    name: "sbf",
+                    points: series(|p| p.sbf),
+                },
+                plot::Series {
+                    name: "dbf",
+                    points: series(|p| p.dbf),
+                },
+            ],
+        );
+        if let Err(e) = std::fs::write(path, svg) {
+            eprintln!("rtbox analyze: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn render_box(b: &BoxReport) -> String {
@@ -188,6 +283,17 @@ fn render_box(b: &BoxReport) -> String {
         ]);
     }
     out.push_str(&t.render(2));
+    for c in &b.chains {
+        out.push_str(&format!(
+            "  chain {}: end-to-end {} (deadline {}): {}\n    {}\n",
+            report::chain_stages(b, c),
+            c.bound
+                .map_or("no bound".into(), |r| format!("<= {}", format_ms(r))),
+            format_ms(c.deadline),
+            if c.schedulable { "ok" } else { "FAIL" },
+            report::chain_method(c)
+        ));
+    }
     out
 }
 

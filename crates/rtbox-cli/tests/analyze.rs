@@ -315,3 +315,91 @@ cpu = 1
     assert!(row.contains("(CPU 1)"), "{row}");
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn jack_pipeline_chain_bound_agrees_with_simulation() {
+    // Issue 17: the chain's end-to-end bound per chain, text and JSON; sim agrees (exit 0).
+    let file = example("jack-pipeline.toml");
+    let f = file.to_str().unwrap();
+    let (code, out, err) = rtbox(&["analyze", f]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("chain jackd -> client1 -> client2: end-to-end <= 2.903 ms"),
+        "{out}"
+    );
+    let (code, json, err) = rtbox(&["analyze", f, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let chain = &v["boxes"][0]["chains"][0];
+    assert_eq!(chain["end_to_end_bound_ns"], 2_902_500);
+    assert_eq!(chain["stages"].as_array().unwrap().len(), 3);
+    let (code, out, err) = rtbox(&["sim", f, "--duration", "2s"]);
+    assert_eq!(code, 0, "rtbox sim disagrees: {out}{err}");
+    // Synthesis: the smallest group budget is the sum of the stages' WCETs (seed 004 Eq. 3).
+    let (code, out, err) = rtbox(&[
+        "analyze",
+        f,
+        "--box",
+        "jack",
+        "--synthesize",
+        "server",
+        "--period",
+        "2902.5us",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("budget = \"638050ns\""), "{out}");
+}
+
+#[test]
+fn sbf_prints_supply_and_demand_as_numbers_and_a_plot() {
+    let file = example("jack-pipeline.toml");
+    let svg = std::env::temp_dir().join(format!("rtbox-sbf-{}.svg", std::process::id()));
+    let (code, out, err) = rtbox(&[
+        "analyze",
+        file.to_str().unwrap(),
+        "--sbf",
+        "jack",
+        "--until",
+        "12ms",
+        "--csv",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let rows: Vec<(u64, u64, u64)> = out
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let v: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1], v[2])
+        })
+        .collect();
+    assert_eq!(out.lines().next(), Some("t_ns,sbf_ns,dbf_ns"));
+    assert_eq!(rows.last().unwrap().0, 12_000_000);
+    // PRM(2902.5 us, 638.05 us): nothing for 2 (P - Q), then Q per P; dbf steps by sum C at D.
+    let at = |t: u64| rows.iter().find(|r| r.0 == t).copied().unwrap();
+    assert_eq!(at(4_528_900).1, 0);
+    assert_eq!(at(5_166_950).1, 638_050);
+    assert_eq!((at(2_902_499).2, at(2_902_500).2), (0, 638_050));
+    assert!(rows.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert_eq!(plot.matches("<polyline").count(), 2);
+}
+
+#[test]
+fn a_configuration_without_tasks_is_not_called_schedulable() {
+    let file = temp_file(
+        "notasks",
+        "[platform]\ncpus = 1\n[[box]]\nname = \"a\"\ninterface.per_cpu = { budget = \"2ms\", period = \"10ms\" }\n",
+    );
+    let (code, out, err) = rtbox(&["analyze", file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("nothing to analyse"), "{out}");
+    assert!(!out.contains("\nschedulable"), "{out}");
+    let (_, json, _) = rtbox(&["analyze", file.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["schedulable"], false);
+    assert_eq!(v["nothing_to_analyse"], true);
+    let _ = std::fs::remove_file(file);
+}

@@ -17,6 +17,7 @@
 //! No I/O: callers get strings and numbers back.
 
 pub mod agreement;
+pub mod carry_in;
 pub mod exsched;
 pub mod plot;
 pub mod pool;

@@ -19,6 +19,27 @@ fn esc(s: &str) -> String {
 
 /// Draws `series` with x in [x_min, x_max] (from the data) and y in [0, 1].
 pub fn line_plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    plot_svg(title, x_label, y_label, series, 1.0)
+}
+
+/// Draws `series` with x in [x_min, x_max] and y in [0, y_max] (from the data), without
+/// point markers (many points, e.g. a supply bound function).
+pub fn curve_plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0_f64, f64::max);
+    plot_svg(
+        title,
+        x_label,
+        y_label,
+        series,
+        if y_max > 0.0 { y_max } else { 1.0 },
+    )
+}
+
+fn plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series], y1: f64) -> String {
+    let ratio = y1 == 1.0;
     let (w, h) = (720.0, 440.0);
     let (left, right, top, bottom) = (70.0, 170.0, 40.0, 60.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
@@ -33,7 +54,7 @@ pub fn line_plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series
         (x0, x1) = (x0 - 0.5, x1 + 0.5);
     }
     let sx = |x: f64| left + (x - x0) / (x1 - x0) * pw;
-    let sy = |y: f64| top + (1.0 - y.clamp(0.0, 1.0)) * ph;
+    let sy = |y: f64| top + (1.0 - (y / y1).clamp(0.0, 1.0)) * ph;
     let mut s = String::new();
     s.push_str(&format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -48,9 +69,14 @@ pub fn line_plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series
     ));
     // Grid and ticks: y every 0.1, x at 6 evenly spaced values.
     for i in 0..=10 {
-        let y = i as f64 / 10.0;
+        let y = y1 * i as f64 / 10.0;
+        let label = if ratio {
+            format!("{y:.1}")
+        } else {
+            trim_number(y)
+        };
         s.push_str(&format!(
-            "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#ddd\"/>\n<text x=\"{2}\" y=\"{3:.1}\" text-anchor=\"end\">{y:.1}</text>\n",
+            "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#ddd\"/>\n<text x=\"{2}\" y=\"{3:.1}\" text-anchor=\"end\">{label}</text>\n",
             sy(y),
             left + pw,
             left - 6.0,
@@ -92,7 +118,7 @@ pub fn line_plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series
             "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\n",
             pts.join(" ")
         ));
-        for &(x, y) in &ser.points {
+        for &(x, y) in ser.points.iter().filter(|_| ratio) {
             s.push_str(&format!(
                 "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
                 sx(x),

@@ -5,6 +5,7 @@
 //! become floats here and only here (the edge where fixed point meets readers), except BDM
 //! alphas, which are given as their exact decimal text.
 
+use rtbox_analysis::chain::{ChainMethod, ChainReport};
 use rtbox_analysis::synth::Synthesis;
 use rtbox_analysis::{BoxReport, SystemReport, TestKind};
 use rtbox_model::{format_duration, format_ms, Admission, Interface, Role};
@@ -47,9 +48,17 @@ pub fn selected<'a>(report: &'a SystemReport, only: Option<&str>) -> Vec<&'a Box
         .collect()
 }
 
-/// Whether the shown boxes are schedulable: admitted, and every selected box passes.
+/// No task in any shown box: a verdict would be vacuous.
+pub fn nothing_to_analyse(report: &SystemReport, only: Option<&str>) -> bool {
+    selected(report, only).iter().all(|b| b.tasks.is_empty())
+}
+
+/// Whether the shown boxes are schedulable: admitted, something to analyse, and every selected
+/// box passes.
 pub fn schedulable(report: &SystemReport, only: Option<&str>) -> bool {
-    report.admission.admitted() && selected(report, only).iter().all(|b| b.schedulable())
+    report.admission.admitted()
+        && !nothing_to_analyse(report, only)
+        && selected(report, only).iter().all(|b| b.schedulable())
 }
 
 /// `rtbox analyze`: the admission's fields (flattened into the top level), `schedulable` over
@@ -58,6 +67,10 @@ pub fn analysis(report: &SystemReport, only: Option<&str>) -> Value {
     let mut v = admission(&report.admission);
     let o = v.as_object_mut().expect("admission is an object");
     o.insert("schedulable".into(), json!(schedulable(report, only)));
+    o.insert(
+        "nothing_to_analyse".into(),
+        json!(nothing_to_analyse(report, only)),
+    );
     o.insert(
         "boxes".into(),
         Value::Array(selected(report, only).into_iter().map(box_report).collect()),
@@ -72,6 +85,45 @@ pub fn supply_text(b: &BoxReport) -> String {
         || "no reserved supply (shared)".to_string(),
         |r| r.describe(),
     )
+}
+
+/// A chain's stages joined by arrows, e.g. `jackd -> client1 -> client2`.
+pub fn chain_stages(b: &BoxReport, c: &ChainReport) -> String {
+    c.stages
+        .iter()
+        .map(|&i| b.task_names[i].as_str())
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
+/// How a chain's end-to-end bound was obtained, with its numbers.
+pub fn chain_method(c: &ChainReport) -> String {
+    match c.method {
+        ChainMethod::ServerActivation {
+            server,
+            work,
+            periods,
+        } => format!(
+            "one server, fresh activation: W = {} in {periods} period(s) of Q = {} / P = {}",
+            format_ms(work),
+            format_ms(server.budget),
+            format_ms(server.period)
+        ),
+        ChainMethod::Holistic { iterations } => {
+            format!("holistic: jitter = predecessor's bound, fixed point in {iterations} round(s)")
+        }
+    }
+}
+
+/// One chain as JSON (`rtbox analyze --json`, per box `chains`).
+pub fn chain_report(b: &BoxReport, c: &ChainReport) -> Value {
+    json!({
+        "stages": c.stages.iter().map(|&i| &b.task_names[i]).collect::<Vec<_>>(),
+        "end_to_end_bound_ns": c.bound,
+        "deadline_ns": c.deadline,
+        "schedulable": c.schedulable,
+        "method": chain_method(c),
+    })
 }
 
 fn ms(w: u128) -> String {
@@ -102,13 +154,22 @@ pub fn condition(b: &BoxReport, i: usize) -> String {
     }
     match (b.verdict.test, t.check) {
         (TestKind::NoGuarantee, _) => "no guaranteed supply or no real-time policy".into(),
+        (TestKind::ChainServerActivation, _) => match t.response {
+            Some(r) => format!(
+                "end-to-end {} {} D = {}",
+                format_ms(r),
+                if t.schedulable { "<=" } else { ">" },
+                format_ms(b.tasks[i].deadline)
+            ),
+            None => "no bound".into(),
+        },
         (TestKind::PartitionedEdf | TestKind::PartitionedFp, None) => "no vCPU accepts it".into(),
         (test, Some(c)) => {
             let rel = if c.holds() { "<=" } else { ">" };
             // Its own inequality holds, but its interference bound assumed others pass.
             let void = match test {
                 _ if t.schedulable || !c.holds() => "",
-                TestKind::GlobalEdf => "; void: another task fails",
+                TestKind::GlobalEdf | TestKind::GlobalEdfCarryIn => "; void: another task fails",
                 _ => "; void: a task of higher or equal priority fails",
             };
             let text = match c.k {
@@ -141,6 +202,7 @@ pub fn box_report(b: &BoxReport) -> Value {
         "heuristic": b.verdict.heuristic,
         "schedulable": b.schedulable(),
         "vcpu_cpus": b.vcpu_cpus,
+        "chains": b.chains.iter().map(|c| chain_report(b, c)).collect::<Vec<_>>(),
         "tasks": b.tasks.iter().enumerate().map(|(i, t)| {
             let o = &b.verdict.tasks[i];
             json!({
@@ -244,12 +306,14 @@ mod tests {
                 "background",
                 "boxes",
                 "cpus",
+                "nothing_to_analyse",
                 "refusals",
                 "schedulable",
                 "shared"
             ]
         );
         assert_eq!(v["schedulable"], true);
+        assert_eq!(v["nothing_to_analyse"], false);
         assert_eq!(v["background"], json!(["bg6", "bg7", "bg8"]));
         let names: Vec<&str> = v["boxes"]
             .as_array()

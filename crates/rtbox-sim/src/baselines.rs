@@ -522,18 +522,32 @@ impl Model for DeadlineModel {
                 (dl_order_key(s.st.deadline, running, s.enqueued), i)
             })
             .collect();
-        dl.sort_unstable();
-        let mut order: Vec<(usize, Option<usize>)> = dl
-            .iter()
-            .map(|&(_, s)| (self.servers[s].task, Some(s)))
-            .collect();
-        let mut bg: Vec<usize> = (0..self.c.ready.len())
-            .filter(|&t| self.c.ready[t] && self.server_of[t].is_none())
-            .collect();
-        bg.sort_by_key(|&t| fp_key(&self.c, t));
-        order.extend(bg.into_iter().map(|t| (t, None)));
+        // Only the most urgent servers can win a CPU: order the first ncpu (keys are unique,
+        // so this prefix is exactly that of a full sort) and the rest only if CPUs are left
+        // (affinity can leave some free); the assignment is the one of the full order.
+        let k = self.c.ncpu.min(dl.len());
+        if k > 0 && k < dl.len() {
+            dl.select_nth_unstable(k - 1);
+        }
+        dl[..k].sort_unstable();
+        let as_order = |d: &[((Nanos, bool, u64), usize)]| -> Vec<(usize, Option<usize>)> {
+            d.iter()
+                .map(|&(_, s)| (self.servers[s].task, Some(s)))
+                .collect()
+        };
         let mut out = vec![None; self.c.ncpu];
-        self.c.assign(&order, &mut out, |_, s, _| Some(s));
+        self.c
+            .assign(&as_order(&dl[..k]), &mut out, |_, s, _| Some(s));
+        if out.iter().any(Option::is_none) {
+            dl[k..].sort_unstable();
+            let mut order = as_order(&dl[k..]);
+            let mut bg: Vec<usize> = (0..self.c.ready.len())
+                .filter(|&t| self.c.ready[t] && self.server_of[t].is_none())
+                .collect();
+            bg.sort_by_key(|&t| fp_key(&self.c, t));
+            order.extend(bg.into_iter().map(|t| (t, None)));
+            self.c.assign(&order, &mut out, |_, s, _| Some(s));
+        }
         self.c.running = out;
         self.c.dirty = false;
     }

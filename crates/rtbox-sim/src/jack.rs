@@ -19,8 +19,8 @@ pub fn sum_c() -> Nanos {
     STAGES.iter().map(|s| s.1).sum()
 }
 
-/// Misses of the pipeline (all stages) with the jack box's budget set to `budget`.
-pub fn group_misses(base: &System, budget: Nanos, duration: Nanos) -> Result<u64, SimError> {
+/// The configuration with the jack box's budget set to `budget` (period D).
+pub fn with_group_budget(base: &System, budget: Nanos) -> Result<System, SimError> {
     let mut specs = base.specs();
     for b in specs.iter_mut().filter(|b| b.name == "jack") {
         b.interface = Interface::PerCpu {
@@ -28,12 +28,31 @@ pub fn group_misses(base: &System, budget: Nanos, duration: Nanos) -> Result<u64
             period: PERIOD,
         };
     }
-    let system = System::new(base.platform.clone(), specs, base.tasks.clone()).map_err(|e| {
-        SimError::BadOption {
-            field: "jack.budget".into(),
-            reason: e.to_string(),
-        }
-    })?;
+    System::new(base.platform.clone(), specs, base.tasks.clone()).map_err(|e| SimError::BadOption {
+        field: "jack.budget".into(),
+        reason: e.to_string(),
+    })
+}
+
+/// The configuration with every stage's end-to-end deadline set to `deadline` (e.g. 2 D, a
+/// pipeline that tolerates one period of extra latency).
+pub fn with_deadline(base: &System, deadline: Nanos) -> Result<System, SimError> {
+    let mut tasks = base.tasks.clone();
+    for t in tasks
+        .iter_mut()
+        .filter(|t| STAGES.iter().any(|s| s.0 == t.name))
+    {
+        t.deadline = deadline;
+    }
+    System::new(base.platform.clone(), base.specs(), tasks).map_err(|e| SimError::BadOption {
+        field: "deadline".into(),
+        reason: e.to_string(),
+    })
+}
+
+/// Misses of the pipeline (all stages) with the jack box's budget set to `budget`.
+pub fn group_misses(base: &System, budget: Nanos, duration: Nanos) -> Result<u64, SimError> {
+    let system = with_group_budget(base, budget)?;
     let opts = SimOptions {
         duration,
         supply_windows: false,
@@ -44,6 +63,25 @@ pub fn group_misses(base: &System, budget: Nanos, duration: Nanos) -> Result<u64
         .iter()
         .map(|(n, _)| r.task(n).map_or(0, |t| t.misses))
         .sum())
+}
+
+/// The analysis' verdict on the jack box with budget `budget` (chain analysis,
+/// `rtbox_analysis::chain`).
+pub fn group_schedulable(base: &System, budget: Nanos) -> bool {
+    with_group_budget(base, budget)
+        .ok()
+        .and_then(|s| rtbox_analysis::analyze_box(&s, "jack").ok())
+        .is_some_and(|r| r.schedulable())
+}
+
+/// The analysed end-to-end bound of the pipeline with one deadline reservation per stage:
+/// each stage, released into its idle reservation, ends within ceil(C_i / Q_i) P_i
+/// (`rtbox_analysis::chain::activation_bound`); the bounds add up along the chain.
+pub fn dl_end_to_end_bound(params: &BTreeMap<String, (Nanos, Nanos, Nanos)>) -> Option<Nanos> {
+    STAGES.iter().try_fold(0u64, |acc, &(n, c)| {
+        let &(q, _, p) = params.get(n)?;
+        acc.checked_add(rtbox_analysis::chain::activation_bound(c, q, p)?)
+    })
 }
 
 /// Per-thread deadline reservations from seed 004's Eq. 1 (Q_i = C_i, P_i = D_i = C_i / sum C * D),
