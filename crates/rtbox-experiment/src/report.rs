@@ -19,6 +19,7 @@ pub fn admission(a: &Admission) -> Value {
             "cpu": c.cpu,
             "total": c.total.as_f64(),
             "loop": c.loop_share.as_f64(),
+            "host": c.host.as_f64(),
             "cap": c.cap.as_f64(),
             "servers": c.servers.iter().map(|s| json!({
                 "box": s.box_name,

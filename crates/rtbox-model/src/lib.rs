@@ -13,6 +13,7 @@ pub mod admission;
 pub mod bandwidth;
 pub mod cpuset;
 pub mod error;
+pub mod hostload;
 pub mod placement;
 pub mod priority;
 pub mod servers;
@@ -26,6 +27,10 @@ pub use admission::{
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};
+pub use hostload::{
+    admit_on_host, deadline_interference, min_enforceable_budget, root_domain_share, DeadlineTask,
+    HostCpu, HostLoad, MAX_RUNTIME_PERIOD, STOP_LATENCY,
+};
 pub use placement::{least_loaded_vcpu, PinPlan};
 pub use priority::{
     deadline_monotonic_cmp, deadline_monotonic_order, fifo_priorities, priority_levels,

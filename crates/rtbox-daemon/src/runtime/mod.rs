@@ -35,7 +35,7 @@ use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
-use rtbox_model::{admit_with_loop, BoxSpec, LoopCost, Mode, Nanos, Platform, System};
+use rtbox_model::{admit_on_host, BoxSpec, HostLoad, LoopCost, Mode, Nanos, Platform, System};
 
 use apply::Applied;
 use guard::{Guard, PlanServer, ServerMembers};
@@ -150,7 +150,7 @@ fn build(
     cost: LoopCost,
 ) -> Result<(System, Scheduler), RuntimeError> {
     let system = System::new(platform.clone(), specs.to_vec(), vec![])?;
-    let adm = admit_with_loop(&system, cost);
+    let adm = admit_on_host(&system, cost, &HostLoad::default());
     if !adm.admitted() {
         return Err(RuntimeError::NotAdmitted(adm.refusals));
     }
@@ -341,7 +341,7 @@ impl Runtime {
     /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
-        let adm = admit_with_loop(&system, self.opts.loop_cost());
+        let adm = admit_on_host(&system, self.opts.loop_cost(), &HostLoad::default());
         if !adm.admitted() {
             return Err(RuntimeError::NotAdmitted(adm.refusals));
         }
