@@ -222,7 +222,10 @@ mod tests {
         let v = admission(&a);
         assert_eq!(keys(&v), ["admitted", "cpus", "refusals", "shared"]);
         let cpu = &v["cpus"][0];
-        assert_eq!(keys(cpu), ["cap", "cpu", "host", "loop", "servers", "total"]);
+        assert_eq!(
+            keys(cpu),
+            ["cap", "cpu", "host", "loop", "servers", "total"]
+        );
         assert!(cpu["loop"].as_f64().unwrap() > 0.0, "{cpu}");
         let server = &cpu["servers"][0];
         assert_eq!(

@@ -10,6 +10,7 @@
 //! This crate does no I/O and reads no clock.
 
 pub mod admission;
+pub mod band;
 pub mod bandwidth;
 pub mod cpuset;
 pub mod error;
@@ -24,6 +25,7 @@ pub use admission::{
     admit, admit_with_loop, digits_for, fits_cap, Admission, CpuLoad, FlatServer, LoopCost,
     Refusal, Role, SharedShare, DEFAULT_LOOP_STEP, LOOP_STEPS_PER_PERIOD,
 };
+pub use band::{BandError, PrioRange, BAND_MAX};
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};

@@ -21,6 +21,7 @@ pub mod apply;
 pub mod bands;
 pub mod error;
 pub mod guard;
+mod host;
 pub mod localprio;
 pub mod members;
 pub mod periods;
@@ -35,7 +36,9 @@ use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
-use rtbox_model::{admit_on_host, BoxSpec, HostLoad, LoopCost, Mode, Nanos, Platform, System};
+use rtbox_model::{
+    admit_on_host, BoxSpec, HostLoad, LoopCost, Mode, Nanos, Platform, PrioRange, System,
+};
 
 use apply::Applied;
 use guard::{Guard, PlanServer, ServerMembers};
@@ -78,6 +81,9 @@ pub struct RuntimeOptions {
     /// Per-CPU backstop threads that stop members at planned exhaustions when the loop is late
     /// (see `backstop.rs`).
     pub backstop: bool,
+    /// The members' SCHED_FIFO band (`--priorities`); `None`: chosen from the host's threads
+    /// (`hostwatch::default_band`).
+    pub priorities: Option<PrioRange>,
 }
 
 impl RuntimeOptions {
@@ -102,6 +108,7 @@ impl Default for RuntimeOptions {
             follow: true,
             audit: false,
             backstop: true,
+            priorities: None,
         }
     }
 }
@@ -124,6 +131,8 @@ pub struct Runtime {
     trace: bool,
     /// The loop's own CPU use against the admitted step cost.
     loop_usage: LoopUsage,
+    /// The host's own real-time work and the members' band (`runtime/host.rs`).
+    host: host::HostState,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -148,9 +157,10 @@ fn build(
     platform: &Platform,
     specs: &[BoxSpec],
     cost: LoopCost,
+    load: &HostLoad,
 ) -> Result<(System, Scheduler), RuntimeError> {
     let system = System::new(platform.clone(), specs.to_vec(), vec![])?;
-    let adm = admit_on_host(&system, cost, &HostLoad::default());
+    let adm = admit_on_host(&system, cost, load);
     if !adm.admitted() {
         return Err(RuntimeError::NotAdmitted(adm.refusals));
     }
@@ -246,7 +256,9 @@ impl Runtime {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "state file"),
         }
-        let (system, sched) = build(&platform, &specs, opts.loop_cost())?;
+        let online = crate::host::online().unwrap_or_else(|_| platform.cpus.clone());
+        let host = host::HostState::start(opts.priorities, online);
+        let (system, sched) = build(&platform, &specs, opts.loop_cost(), &host.load())?;
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
@@ -275,6 +287,7 @@ impl Runtime {
         };
         Ok(Runtime {
             guard: Guard::new(backstop),
+            host,
             loop_usage: LoopUsage::default(),
             layout,
             platform,
@@ -341,7 +354,7 @@ impl Runtime {
     /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
-        let adm = admit_on_host(&system, self.opts.loop_cost(), &HostLoad::default());
+        let adm = admit_on_host(&system, self.opts.loop_cost(), &self.host.load());
         if !adm.admitted() {
             return Err(RuntimeError::NotAdmitted(adm.refusals));
         }
@@ -527,6 +540,7 @@ impl Runtime {
             }
         }
         self.thaw_guarded(now, thaws);
+        self.check_host();
         // Membership scans last: a full /proc scan takes ~0.2 ms, which must not delay
         // charging and stopping (measured: a member ran 0.2 ms past its budget behind one).
         // New members are charged and placed by the next step, at once (`next_wakeup`).
@@ -616,6 +630,7 @@ impl Runtime {
         let sched = &self.sched;
         let cpu_of = |s: ServerId| sched.server(s).cpu;
         let core = bands::CoreView {
+            prio: self.host.band,
             edf: &edf,
             cpu_of: &cpu_of,
         };
