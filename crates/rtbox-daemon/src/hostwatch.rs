@@ -9,7 +9,7 @@
 //! every admission and checks the running boxes against it when it changes.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -266,9 +266,13 @@ pub fn scan_once(
     ))
 }
 
-/// The scanning thread and its latest report.
+/// The scanning thread and its latest report. The enforcement loop (FIFO 98) never waits for
+/// the scanner (a normal thread that members may preempt while it holds the lock): it reads the
+/// publication counter and only `try_lock`s when there is something new ([`HostWatch::fresh`]).
 pub struct HostWatch {
     latest: Arc<Mutex<HostReport>>,
+    /// Reports published so far.
+    published: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -283,8 +287,9 @@ impl HostWatch {
             ..HostReport::default()
         });
         let latest = Arc::new(Mutex::new(first));
+        let published = Arc::new(AtomicU64::new(1));
         let stop = Arc::new(AtomicBool::new(false));
-        let (l, s) = (latest.clone(), stop.clone());
+        let (l, s, n) = (latest.clone(), stop.clone(), published.clone());
         let thread = std::thread::Builder::new()
             .name("rtbox-host".into())
             .spawn(move || {
@@ -303,33 +308,51 @@ impl HostWatch {
                     }
                     waited = Duration::ZERO;
                     let r = scan_once(&mut fold, band, &online);
-                    let mut g = l.lock().unwrap_or_else(|p| p.into_inner());
-                    match r {
-                        Ok(r) => *g = r,
-                        Err(e) => g.error = Some(e.to_string()),
-                    }
+                    let old = {
+                        let mut g = l.lock().unwrap_or_else(|p| p.into_inner());
+                        match r {
+                            Ok(r) => Some(std::mem::replace(&mut *g, r)),
+                            Err(e) => {
+                                g.error = Some(e.to_string());
+                                None
+                            }
+                        }
+                    };
+                    drop(old);
+                    n.fetch_add(1, Ordering::Release);
                 }
             })
             .ok();
         HostWatch {
             latest,
+            published,
             stop,
             thread,
         }
     }
 
-    /// The latest report.
+    /// Reports published so far.
+    pub fn published(&self) -> u64 {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// The latest report if one was published after the `seen`-th and the lock is free now
+    /// (never waits).
+    pub fn fresh(&self, seen: u64) -> Option<(HostReport, u64)> {
+        let n = self.published();
+        if n == seen {
+            return None;
+        }
+        let g = self.latest.try_lock().ok()?;
+        Some((g.clone(), n))
+    }
+
+    /// The latest report, waiting for the lock (start and tests only).
     pub fn report(&self) -> HostReport {
         self.latest
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    /// The load admission counts now, and its generation.
-    pub fn load(&self) -> (HostLoad, u64) {
-        let g = self.latest.lock().unwrap_or_else(|p| p.into_inner());
-        (g.load.clone(), g.generation)
     }
 }
 

@@ -18,6 +18,9 @@ pub struct HostState {
     pub band_reason: String,
     /// The load generation the running boxes were last checked against.
     checked: u64,
+    /// The latest report the loop took (`HostWatch::fresh`), and its publication number.
+    cached: HostReport,
+    seen: u64,
     /// Refusals of the running boxes under the latest load (empty: they fit).
     pub over: Vec<Refusal>,
 }
@@ -35,8 +38,10 @@ impl HostState {
         };
         tracing::info!(band = %band, reason = %band_reason, "members' SCHED_FIFO band");
         let watch = HostWatch::start(band, online);
-        let (load, checked) = watch.load();
-        for (cpu, h) in &load.cpus {
+        let cached = watch.report();
+        let seen = watch.published();
+        let checked = cached.generation;
+        for (cpu, h) in &cached.load.cpus {
             if h.deadline_tasks > 0 {
                 tracing::info!(
                     cpu,
@@ -51,18 +56,29 @@ impl HostState {
             band,
             band_reason,
             checked,
+            cached,
+            seen,
             over: Vec::new(),
         }
     }
 
+    /// Takes the scanner's latest report if there is a new one and its lock is free.
+    fn refresh(&mut self) {
+        if let Some((r, n)) = self.watch.fresh(self.seen) {
+            self.cached = r;
+            self.seen = n;
+        }
+    }
+
     /// The load admission counts now.
-    pub fn load(&self) -> HostLoad {
-        self.watch.load().0
+    pub fn load(&mut self) -> HostLoad {
+        self.refresh();
+        self.cached.load.clone()
     }
 
     /// The latest report, for status and metrics.
-    pub fn report(&self) -> HostReport {
-        self.watch.report()
+    pub fn report(&self) -> &HostReport {
+        &self.cached
     }
 }
 
@@ -71,12 +87,13 @@ impl Runtime {
     /// it; a refusal is logged once per change and kept for status (the boxes keep running:
     /// stopping a reservation because someone else started a deadline task would be worse).
     pub(super) fn check_host(&mut self) {
-        let (load, generation) = self.host.watch.load();
+        self.host.refresh();
+        let generation = self.host.cached.generation;
         if generation == self.host.checked {
             return;
         }
         self.host.checked = generation;
-        let adm = admit_on_host(&self.system, self.opts.loop_cost(), &load);
+        let adm = admit_on_host(&self.system, self.opts.loop_cost(), &self.host.cached.load);
         let over: Vec<Refusal> = adm
             .refusals
             .into_iter()
@@ -107,7 +124,7 @@ impl Runtime {
 
     /// The latest report of the host's real-time threads.
     pub fn host_report(&self) -> HostReport {
-        self.host.report()
+        self.host.report().clone()
     }
 
     /// How many refusals the running boxes have under the host's current load.

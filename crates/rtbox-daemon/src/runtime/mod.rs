@@ -257,7 +257,7 @@ impl Runtime {
             Err(e) => tracing::warn!(error = %e, "state file"),
         }
         let online = crate::host::online().unwrap_or_else(|_| platform.cpus.clone());
-        let host = host::HostState::start(opts.priorities, online);
+        let mut host = host::HostState::start(opts.priorities, online);
         let (system, sched) = build(&platform, &specs, opts.loop_cost(), &host.load())?;
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
@@ -354,7 +354,8 @@ impl Runtime {
     /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
-        let adm = admit_on_host(&system, self.opts.loop_cost(), &self.host.load());
+        let load = self.host.load();
+        let adm = admit_on_host(&system, self.opts.loop_cost(), &load);
         if !adm.admitted() {
             return Err(RuntimeError::NotAdmitted(adm.refusals));
         }
