@@ -3,7 +3,7 @@
 
 use pyo3::prelude::*;
 use rtbox_analysis::synth::{synthesize_box, Request, SynthError};
-use rtbox_model::{admit_with_loop, parse_duration, LoopCost, Nanos};
+use rtbox_model::{admit_on_host, parse_duration, HostLoad, LoopCost, Nanos};
 use rtbox_sim::{simulate, ModelKind, SimError, SimOptions};
 
 use crate::errors::{self, config_error_with, SimulationError, SynthesisError};
@@ -104,7 +104,7 @@ impl System {
     #[pyo3(signature = (loop_step_ns=None))]
     fn check(&self, loop_step_ns: Option<u64>) -> String {
         let cost = loop_step_ns.map_or(LoopCost::DEFAULT, LoopCost::with_step);
-        report::admission(&admit_with_loop(&self.inner, cost)).to_string()
+        report::admission(&admit_on_host(&self.inner, cost, &HostLoad::default())).to_string()
     }
 
     /// Every box's verdict, as `rtbox analyze`. Returns JSON text.

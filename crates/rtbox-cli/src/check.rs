@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rtbox_model::{admit_with_loop, format_ms, Admission, LoopCost, Role, LOOP_STEPS_PER_PERIOD};
+use rtbox_model::{
+    admit_on_host, format_ms, Admission, HostLoad, LoopCost, Role, LOOP_STEPS_PER_PERIOD,
+};
 use serde_json::json;
 
 use crate::table::{Align, Table};
@@ -46,9 +48,12 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let admission = admit_with_loop(
+    // The runtime's limits (loop, minimum budget, longest period); the host's own real-time
+    // work is counted by the daemon, which looks at the machine's threads.
+    let admission = admit_on_host(
         &system,
         LoopCost::with_step(args.loop_step_us.saturating_mul(1000)),
+        &HostLoad::default(),
     );
     if args.json {
         let mut v = rtbox_experiment::report::admission(&admission);

@@ -30,6 +30,11 @@ pub struct Args {
     /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
     #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
     pub loop_step_us: u64,
+    /// The members' SCHED_FIFO band, LOW-HIGH within 1-96 (overrides the config's
+    /// `[platform] priorities`). Default: 40-89, or just below the threaded interrupts on a
+    /// kernel whose handlers all run as threads (PREEMPT_RT, `threadirqs`).
+    #[arg(long, value_name = "LOW-HIGH", value_parser = parse_priorities)]
+    pub priorities: Option<rtbox_model::PrioRange>,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or per-target directives);
     /// overrides the RTBOX_LOG environment variable. Default: RTBOX_LOG, else `info`.
     #[arg(long)]
@@ -78,15 +83,15 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (system, members, users) = match &args.config {
+    let (system, members, users, file_priorities) = match &args.config {
         Some(p) => match rtbox_config::load_file_with_members(p) {
-            Ok(c) => (Some(c.system), c.members, c.users),
+            Ok(c) => (Some(c.system), c.members, c.users, c.priorities),
             Err(e) => {
                 tracing::error!("{}: {e}", p.display());
                 return ExitCode::from(2);
             }
         },
-        None => (None, Vec::new(), Vec::new()),
+        None => (None, Vec::new(), Vec::new(), None),
     };
     let cfg = DaemonConfig {
         socket: args.socket,
@@ -98,6 +103,7 @@ pub fn run(args: Args) -> ExitCode {
         users,
         poll: args.poll_us.max(100) * 1000,
         loop_step: args.loop_step_us.saturating_mul(1000),
+        priorities: args.priorities.or(file_priorities),
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
@@ -144,6 +150,11 @@ fn describe(e: &DaemonError) -> String {
         DaemonError::User(e) => format!("{e}; refusing to start (nothing changed)"),
         DaemonError::UnknownCpu(e) => format!("{e}; refusing to start (nothing changed)"),
     }
+}
+
+/// `--priorities LOW-HIGH`, with the model's precise reason.
+fn parse_priorities(text: &str) -> Result<rtbox_model::PrioRange, String> {
+    rtbox_model::PrioRange::parse(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

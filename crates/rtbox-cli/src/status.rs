@@ -119,6 +119,7 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(tasks) = tasks_table(&v["tasks"]) {
         print!("periodic tasks (jobs):\n{tasks}");
     }
+    print!("{}", render_host(&v["host"]));
     ExitCode::SUCCESS
 }
 
@@ -191,4 +192,72 @@ fn tasks_table(tasks: &serde_json::Value) -> Option<String> {
         ]);
     }
     Some(t.render(0))
+}
+
+/// The host's own real-time work: per CPU what admission counts, the threads above the
+/// members' band or counted, and running boxes that no longer fit.
+fn render_host(h: &serde_json::Value) -> String {
+    let mut out = String::new();
+    if h.is_null() {
+        return out;
+    }
+    out.push_str(&format!(
+        "members' band: SCHED_FIFO {} ({}){}\n",
+        h["band"].as_str().unwrap_or("?"),
+        h["band_reason"].as_str().unwrap_or(""),
+        if h["preempt_rt"].as_bool() == Some(true) {
+            "; PREEMPT_RT kernel"
+        } else {
+            ""
+        }
+    ));
+    for c in h["cpus"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "host CPU {}: SCHED_DEADLINE outside rtbox {:.4} ({} tasks; the kernel accounts {:.4}), kernel threads above members {:.4}: {:.4} counted by admission\n",
+            c["cpu"],
+            c["deadline"].as_f64().unwrap_or(0.0),
+            c["deadline_tasks"],
+            c["deadline_kernel_accounting"].as_f64().unwrap_or(0.0),
+            c["kernel_threads"].as_f64().unwrap_or(0.0),
+            c["admitted"].as_f64().unwrap_or(0.0),
+        ));
+    }
+    let lo_hi: Vec<u64> = h["band"]
+        .as_str()
+        .unwrap_or("")
+        .split('-')
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let hi = lo_hi.get(1).copied().unwrap_or(89);
+    for t in h["threads"].as_array().into_iter().flatten() {
+        let above = t["policy"] != "deadline" && t["priority"].as_u64().unwrap_or(0) > hi;
+        if t["admitted"].as_bool() != Some(true) && !above {
+            continue;
+        }
+        let params = if t["policy"] == "deadline" {
+            format!(
+                "{}/{}",
+                format_ms(t["runtime_ns"].as_u64().unwrap_or(0)),
+                format_ms(t["period_ns"].as_u64().unwrap_or(0))
+            )
+        } else {
+            format!("{} {}", t["policy"].as_str().unwrap_or(""), t["priority"])
+        };
+        out.push_str(&format!(
+            "  {} thread {} ({}) {} on CPUs {}: {}{}\n",
+            t["kind"].as_str().unwrap_or(""),
+            t["tid"],
+            t["comm"].as_str().unwrap_or(""),
+            params,
+            t["cpus"].as_str().unwrap_or(""),
+            t["cpu_share"]
+                .as_f64()
+                .map_or_else(|| "CPU not measured yet".into(), |s| format!("{s:.4} CPU")),
+            if above { ", above every box" } else { "" }
+        ));
+    }
+    for r in h["over"].as_array().into_iter().flatten() {
+        out.push_str(&format!("  NOT FITTING: {}\n", r.as_str().unwrap_or("")));
+    }
+    out
 }

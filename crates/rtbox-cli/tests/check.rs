@@ -215,3 +215,60 @@ fn check_host_refuses_cpus_this_machine_lacks() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 19: the configurations the runtime cannot enforce are refused precisely: a budget
+/// below one loop step plus the stop latency (the minimum in the message), a period above the
+/// kernel's deadline maximum (refused, exit 1), and invalid servers (zero budget, budget above
+/// the period: invalid input, exit 2, naming the field). The kernel-free schedule
+/// (`--loop-step-us 0`, the analysis and the simulator) keeps any positive budget.
+#[test]
+fn configurations_the_runtime_cannot_enforce_are_refused_precisely() {
+    let dir = std::env::temp_dir().join(format!("rtbox-check-hcbs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, budget: &str, period: &str| {
+        let file = dir.join(name);
+        std::fs::write(
+            &file,
+            format!("[platform]\ncpus = 2\n[[box]]\nname = \"a\"\ncpus = \"1\"\ninterface.per_cpu = {{ budget = \"{budget}\", period = \"{period}\" }}\n"),
+        )
+        .unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    let tiny = write("tiny.toml", "10us", "1ms");
+    let (code, out, err) = check(&[&tiny]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("box \"a\" on CPU 1: budget 10us is below the 155us the runtime can enforce (one loop step of 100us + stop latency 55us)"),
+        "{err}"
+    );
+    // A cheaper measured step lowers the minimum with it.
+    let (code, _, err) = check(&[&tiny, "--loop-step-us", "20"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("below the 75us"), "{err}");
+    let (code, out, err) = check(&[&tiny, "--loop-step-us", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let analyze = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .args(["analyze", &tiny])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&analyze.stderr).contains("below the"),
+        "the analysis keeps any positive budget"
+    );
+    let long = write("long.toml", "1s", "5s");
+    let (code, out, err) = check(&[&long]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("period 5s is longer than the 4194304us the runtime accepts"),
+        "{err}"
+    );
+    let zero = write("zero.toml", "0us", "1ms");
+    let (code, _, err) = check(&[&zero]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("budget"), "{err}");
+    let over = write("over.toml", "2ms", "1ms");
+    let (code, _, err) = check(&[&over]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("larger than the period 1ms"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

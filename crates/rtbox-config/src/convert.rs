@@ -95,6 +95,32 @@ pub(crate) fn to_system(text: &str, raw: RawConfig) -> Result<System, ConfigErro
     })
 }
 
+/// The platform's `priorities = "LOW-HIGH"` (the daemon's members' band), if written.
+pub(crate) fn priorities(
+    text: &str,
+    raw: Option<&crate::raw::RawPlatform>,
+) -> Result<Option<rtbox_model::PrioRange>, ConfigError> {
+    let Some(f) = raw.and_then(|p| p.priorities.as_ref()) else {
+        return Ok(None);
+    };
+    let line = Some(line_of(text, f.span().start));
+    let fail = |reason: String| {
+        ConfigError::invalid(
+            line,
+            ModelError::new(Subject::Platform, "priorities", reason),
+        )
+    };
+    let Value::String(t) = f.get_ref() else {
+        return Err(fail(format!(
+            "= {} must be a string \"LOW-HIGH\" such as \"40-89\"",
+            show(f.get_ref())
+        )));
+    };
+    rtbox_model::PrioRange::parse(t)
+        .map(Some)
+        .map_err(|e| fail(format!("= \"{t}\": {e}")))
+}
+
 fn platform(
     lines: &mut Lines,
     raw: Option<&crate::raw::RawPlatform>,

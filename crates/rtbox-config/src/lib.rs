@@ -29,6 +29,8 @@ pub struct Config {
     pub members: Vec<BoxMembers>,
     /// One entry per box with a `users` list, in file order.
     pub users: Vec<BoxUsers>,
+    /// `[platform] priorities`: the daemon's members' SCHED_FIFO band, if written.
+    pub priorities: Option<rtbox_model::PrioRange>,
 }
 
 /// Parses a configuration from text (members are validated, then dropped).
@@ -42,11 +44,13 @@ pub fn parse_str_with_members(text: &str) -> Result<Config, ConfigError> {
     // Box errors first: a member list of a broken box is the lesser news.
     let members = members::members(text, &raw);
     let users = members::users(text, &raw);
+    let priorities = convert::priorities(text, raw.platform.as_ref());
     let system = convert::to_system(text, raw)?;
     Ok(Config {
         system,
         members: members?,
         users: users?,
+        priorities: priorities?,
     })
 }
 
@@ -83,5 +87,30 @@ fn syntax_error(text: &str, e: &toml::de::Error) -> ConfigError {
     ConfigError {
         line: e.span().map(|s| line_of(text, s.start)),
         kind: ConfigErrorKind::Syntax(message),
+    }
+}
+
+#[cfg(test)]
+mod band_tests {
+    use super::*;
+
+    /// Issue 19: the members' band in `[platform]`, with precise errors naming line and field.
+    #[test]
+    fn the_members_band_is_read_from_the_platform() {
+        let base = "[platform]\ncpus = 2\n";
+        assert_eq!(parse_str_with_members(base).unwrap().priorities, None);
+        let c = parse_str_with_members(&format!("{base}priorities = \"10-49\"\n")).unwrap();
+        assert_eq!(c.priorities, rtbox_model::PrioRange::new(10, 49).ok());
+        let e = parse_str_with_members(&format!("{base}priorities = \"10-98\"\n")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 3: platform: priorities = \"10-98\": priority 98 is outside 1-96 (97 is the backstop's and the watchdog's, 98 the enforcement loop's)"
+        );
+        let e = parse_str_with_members(&format!("{base}priorities = 40\n")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("line 3: platform: priorities = 40 must be a string"),
+            "{e}"
+        );
     }
 }

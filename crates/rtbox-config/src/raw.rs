@@ -25,6 +25,8 @@ pub struct RawConfig {
 pub struct RawPlatform {
     pub cpus: Option<Field>,
     pub cap: Option<Field>,
+    /// The members' SCHED_FIFO band, `"LOW-HIGH"` (used by the daemon only).
+    pub priorities: Option<Field>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -39,6 +39,9 @@ pub struct DaemonConfig {
     pub poll: u64,
     /// CPU time of one enforcement step, admitted with the reservations (0: not admitted).
     pub loop_step: u64,
+    /// The members' SCHED_FIFO band (`--priorities`, `[runtime] priorities`); `None`: chosen
+    /// from the host's threads.
+    pub priorities: Option<rtbox_model::PrioRange>,
 }
 
 impl Default for DaemonConfig {
@@ -53,6 +56,7 @@ impl Default for DaemonConfig {
             users: Vec::new(),
             poll: rtbox_model::LoopCost::DEFAULT.poll,
             loop_step: rtbox_model::LoopCost::DEFAULT.step,
+            priorities: None,
         }
     }
 }
@@ -372,6 +376,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
             state_file: cfg.state_file.clone(),
             poll: cfg.poll,
             step_cost: cfg.loop_step,
+            priorities: cfg.priorities,
             ..RuntimeOptions::default()
         },
     )
@@ -730,6 +735,7 @@ fn dispatch(
                 "servers": rt.server_rows(),
                 "loop": lp,
                 "tasks": rt.task_rows(),
+                "host": rt.host_status(),
                 "now_ns": rt.now(),
             }))
         }
@@ -739,6 +745,7 @@ fn dispatch(
                 "text": crate::metrics::render(&rt.server_rows())
                     + &crate::metrics::render_loop(rt.loop_usage(), rt.admitted_step())
                     + &crate::metrics::render_tasks(&rt.task_rows())
+                    + &crate::metrics::render_host(&rt.host_report(), rt.host_over())
             }))
         }
     }

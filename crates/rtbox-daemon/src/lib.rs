@@ -9,6 +9,7 @@ pub mod charge;
 pub mod client;
 pub mod daemon;
 pub mod host;
+pub mod hostwatch;
 pub mod jobpage;
 pub mod loopcost;
 pub mod metrics;

@@ -193,6 +193,69 @@ pub fn render_tasks(rows: &[TaskRow]) -> String {
     out
 }
 
+/// The host's own real-time work (docs/runtime.md, "Coexistence with the host's real-time
+/// work"): per CPU what admission counts, and every RT thread outside rtbox with its measured
+/// CPU use. `over`: running boxes that no longer fit beside it.
+pub fn render_host(r: &crate::hostwatch::HostReport, over: usize) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, help: &str, rows: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (labels, v) in rows {
+            let _ = writeln!(out, "{name}{labels} {v}");
+        }
+    };
+    let cpus: Vec<(u32, rtbox_model::HostCpu)> =
+        r.load.cpus.iter().map(|(c, h)| (*c, h.clone())).collect();
+    family(
+        "rtbox_host_deadline_bandwidth",
+        "CPU share unmanaged SCHED_DEADLINE tasks can take from this CPU (counted by admission)",
+        cpus.iter()
+            .map(|(c, h)| (format!("{{cpu=\"{c}\"}}"), h.deadline.as_f64()))
+            .collect(),
+    );
+    family(
+        "rtbox_host_deadline_kernel_bandwidth",
+        "The kernel's own accounting of those tasks on this CPU (root domain total spread over its CPUs)",
+        r.kernel_deadline
+            .iter()
+            .map(|(c, b)| (format!("{{cpu=\"{c}\"}}"), b.as_f64()))
+            .collect(),
+    );
+    family(
+        "rtbox_host_kernel_thread_bandwidth",
+        "Measured peak CPU share of fixed-priority kernel threads above members (counted by admission)",
+        cpus.iter()
+            .map(|(c, h)| (format!("{{cpu=\"{c}\"}}"), h.kernel_threads.as_f64()))
+            .collect(),
+    );
+    family(
+        "rtbox_host_rt_thread_cpu",
+        "Measured CPU share of each real-time thread outside rtbox over the last scan window",
+        r.threads
+            .iter()
+            .filter_map(|t| {
+                let comm = t.comm.replace('\\', "\\\\").replace('"', "\\\"");
+                t.cpu_share.map(|s| {
+                    (
+                        format!(
+                            "{{tid=\"{}\",comm=\"{comm}\",kind=\"{}\",policy=\"{}\",priority=\"{}\"}}",
+                            t.tid, t.kind, t.policy, t.priority
+                        ),
+                        s,
+                    )
+                })
+            })
+            .collect(),
+    );
+    family(
+        "rtbox_host_over_cap",
+        "CPUs whose running boxes no longer fit beside the host's real-time work",
+        vec![(String::new(), over as f64)],
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

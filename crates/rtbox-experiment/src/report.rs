@@ -20,6 +20,7 @@ pub fn admission(a: &Admission) -> Value {
             "cpu": c.cpu,
             "total": c.total.as_f64(),
             "loop": c.loop_share.as_f64(),
+            "host": c.host.as_f64(),
             "cap": c.cap.as_f64(),
             "servers": c.servers.iter().map(|s| json!({
                 "box": s.box_name,
@@ -283,7 +284,10 @@ mod tests {
         let v = admission(&a);
         assert_eq!(keys(&v), ["admitted", "cpus", "refusals", "shared"]);
         let cpu = &v["cpus"][0];
-        assert_eq!(keys(cpu), ["cap", "cpu", "loop", "servers", "total"]);
+        assert_eq!(
+            keys(cpu),
+            ["cap", "cpu", "host", "loop", "servers", "total"]
+        );
         assert!(cpu["loop"].as_f64().unwrap() > 0.0, "{cpu}");
         let server = &cpu["servers"][0];
         assert_eq!(

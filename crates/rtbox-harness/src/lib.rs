@@ -7,6 +7,8 @@
 //! the short CI versions in `rtbox-daemon/tests/acceptance.rs`. Everything is restored at the
 //! end of a case. Not part of the daemon: nothing here runs in production.
 
+pub mod hcbs;
+
 use std::process::{Child, Command, Stdio};
 
 use rtbox_linux::sched::{self, SchedAttr};
@@ -410,7 +412,11 @@ pub fn daemon_admits(case: &Case) -> Result<(), String> {
     let system =
         rtbox_model::System::new(Platform::with_cpus(case.cpus), case.boxes.clone(), vec![])
             .map_err(|e| e.to_string())?;
-    let adm = rtbox_model::admit_with_loop(&system, rtbox_model::LoopCost::DEFAULT);
+    let adm = rtbox_model::admit_on_host(
+        &system,
+        rtbox_model::LoopCost::DEFAULT,
+        &rtbox_model::HostLoad::default(),
+    );
     if adm.admitted() {
         Ok(())
     } else {

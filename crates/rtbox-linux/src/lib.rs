@@ -8,6 +8,8 @@
 //! - [`cgroup`]: layout detection (v1 / v2 / hybrid), a thread's cgroups, cgroup v2 freeze with
 //!   per-thread threaded children, the v1 `cpu` cgroup RT-runtime rule.
 //! - [`perf`]: exact per-thread CPU time through the perf task clock.
+//! - [`hostthreads`]: the host's real-time threads (deadline tasks, threaded interrupts, RT
+//!   kernel and user threads) and whether the kernel is PREEMPT_RT.
 //! - [`procevents`]: forks, execs and exits as they happen (netlink proc connector).
 //! - [`snapshot`]: a thread's original state and its restoration.
 //! - [`fdwait`]: timerfd, eventfd and waiting on them (the backstop's wake-ups).
@@ -21,6 +23,7 @@ pub mod child;
 pub mod error;
 pub mod fdwait;
 pub mod gated;
+pub mod hostthreads;
 pub mod journal;
 pub mod lock;
 pub mod peer;

@@ -44,6 +44,9 @@ pub struct CpuLoad {
     pub cap: Bandwidth,
     /// The enforcement loop's CPU time on this CPU ([`admit_with_loop`]; zero from [`admit`]).
     pub loop_share: Bandwidth,
+    /// The host's own real-time work on this CPU ([`crate::hostload::admit_on_host`]; zero
+    /// otherwise).
+    pub host: Bandwidth,
 }
 
 /// The expected share of a shared (weighted) box on one CPU.
@@ -83,6 +86,35 @@ pub enum Refusal {
         /// The loop's poll interval that was counted.
         poll: Nanos,
         cap: Bandwidth,
+    },
+    /// The reservations and the loop fit, but not with the host's own real-time work
+    /// (unmanaged deadline tasks, measured kernel threads; [`crate::hostload`]).
+    HostOverCap {
+        cpu: u32,
+        reservations: Bandwidth,
+        loop_share: Bandwidth,
+        deadline: Bandwidth,
+        deadline_tasks: usize,
+        kernel_threads: Bandwidth,
+        cap: Bandwidth,
+    },
+    /// A server's budget is below what the Linux runtime can enforce
+    /// ([`crate::hostload::min_enforceable_budget`]).
+    BudgetBelowMinimum {
+        box_name: String,
+        cpu: u32,
+        budget: Nanos,
+        minimum: Nanos,
+        step: Nanos,
+        stop: Nanos,
+    },
+    /// A server's period is longer than the runtime accepts
+    /// ([`crate::hostload::MAX_RUNTIME_PERIOD`]).
+    PeriodTooLong {
+        box_name: String,
+        cpu: u32,
+        period: Nanos,
+        maximum: Nanos,
     },
     /// A child has a server on a CPU where its parent has none.
     NoParentServer {
@@ -166,6 +198,57 @@ impl fmt::Display for Refusal {
                     cap.format(d)
                 )
             }
+            Refusal::HostOverCap {
+                cpu,
+                reservations,
+                loop_share,
+                deadline,
+                deadline_tasks,
+                kernel_threads,
+                cap,
+            } => {
+                let host = *deadline + *kernel_threads;
+                let total = *reservations + *loop_share + host;
+                let d = digits_for(total, *cap).max(4);
+                let noun = if *deadline_tasks == 1 { "task" } else { "tasks" };
+                write!(
+                    f,
+                    "CPU {cpu}: reservations {} + enforcement loop {} + host real-time work {} (SCHED_DEADLINE tasks outside rtbox {} ({deadline_tasks} {noun}), kernel threads {}) = {} > cap {}",
+                    reservations.format(d),
+                    loop_share.format(d),
+                    host.format(d),
+                    deadline.format(d),
+                    kernel_threads.format(d),
+                    total.format(d),
+                    cap.format(d)
+                )
+            }
+            Refusal::BudgetBelowMinimum {
+                box_name,
+                cpu,
+                budget,
+                minimum,
+                step,
+                stop,
+            } => write!(
+                f,
+                "box \"{box_name}\" on CPU {cpu}: budget {} is below the {} the runtime can enforce (one loop step of {} + stop latency {})",
+                crate::format_duration(*budget),
+                crate::format_duration(*minimum),
+                crate::format_duration(*step),
+                crate::format_duration(*stop)
+            ),
+            Refusal::PeriodTooLong {
+                box_name,
+                cpu,
+                period,
+                maximum,
+            } => write!(
+                f,
+                "box \"{box_name}\" on CPU {cpu}: period {} is longer than the {} the runtime accepts (the kernel's maximum SCHED_DEADLINE period)",
+                crate::format_duration(*period),
+                crate::format_duration(*maximum)
+            ),
             Refusal::NoParentServer {
                 cpu,
                 child,
@@ -303,6 +386,7 @@ pub fn admit(system: &System) -> Admission {
             total,
             cap,
             loop_share: Bandwidth::ZERO,
+            host: Bandwidth::ZERO,
         });
     }
 

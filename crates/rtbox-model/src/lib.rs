@@ -10,9 +10,11 @@
 //! This crate does no I/O and reads no clock.
 
 pub mod admission;
+pub mod band;
 pub mod bandwidth;
 pub mod cpuset;
 pub mod error;
+pub mod hostload;
 pub mod placement;
 pub mod plugin;
 pub mod priority;
@@ -24,9 +26,14 @@ pub use admission::{
     admit, admit_with_loop, digits_for, fits_cap, Admission, CpuLoad, FlatServer, LoopCost,
     Refusal, Role, SharedShare, DEFAULT_LOOP_STEP, LOOP_STEPS_PER_PERIOD,
 };
+pub use band::{BandError, PrioRange, BAND_MAX};
 pub use bandwidth::{Bandwidth, BW_ONE};
 pub use cpuset::CpuSet;
 pub use error::{ModelError, Subject};
+pub use hostload::{
+    admit_on_host, deadline_interference, min_enforceable_budget, root_domain_share, DeadlineTask,
+    HostCpu, HostLoad, MAX_RUNTIME_PERIOD, STOP_LATENCY,
+};
 pub use placement::{least_loaded_vcpu, PinPlan};
 pub use plugin::PluginKind;
 pub use priority::{

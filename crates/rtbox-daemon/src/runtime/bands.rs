@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 
 use rtbox_core::ServerId;
 use rtbox_linux::sched::{self, SchedAttr};
-use rtbox_model::Mode;
+use rtbox_model::{Mode, PrioRange};
 
 use super::apply::Applied;
 
-/// Highest SCHED_FIFO priority given to members (the most urgent server's top member).
-pub const PRIO_HI: u32 = 89;
-/// Lowest SCHED_FIFO priority given to members. Unmanaged RT threads below this run in what
-/// the boxes leave; unmanaged RT threads above [`PRIO_HI`] preempt every box.
-pub const PRIO_LO: u32 = 40;
+/// Highest SCHED_FIFO priority given to members by default (the most urgent server's top
+/// member); the band is configurable ([`PrioRange`], `rtbox daemon --priorities`).
+pub const PRIO_HI: u32 = PrioRange::DEFAULT.hi;
+/// Lowest SCHED_FIFO priority given to members by default. Unmanaged RT threads below the band
+/// run in what the boxes leave; unmanaged RT threads above it preempt every box.
+pub const PRIO_LO: u32 = PrioRange::DEFAULT.lo;
 
 /// A server's band: its top priority and how many priorities it spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,15 +25,17 @@ pub struct Band {
 }
 
 /// Per CPU, the non-throttled servers in EDF order (most urgent first) each get an equal band
-/// of [`PRIO_LO`]..=[`PRIO_HI`], the most urgent on top: fixed priorities then run the server
-/// with the earliest deadline first, as EDF does (Abeni & Buttazzo 1998, CBS on EDF).
-pub fn bands(edf: &BTreeMap<u32, Vec<ServerId>>) -> BTreeMap<ServerId, Band> {
-    let range = PRIO_HI - PRIO_LO + 1;
+/// of the members' range `prio` (40..89 by default), the most urgent on top: fixed priorities
+/// then run the server with the earliest deadline first, as EDF does (Abeni & Buttazzo 1998,
+/// CBS on EDF).
+pub fn bands(edf: &BTreeMap<u32, Vec<ServerId>>, prio: PrioRange) -> BTreeMap<ServerId, Band> {
+    let range = prio.width();
     let mut out = BTreeMap::new();
     for v in edf.values() {
         let width = (range / v.len().max(1) as u32).max(1);
         for (rank, s) in v.iter().enumerate() {
-            let top = PRIO_HI.saturating_sub(rank as u32 * width).max(PRIO_LO);
+            let top = prio.hi.saturating_sub(rank as u32 * width).max(prio.lo);
+            debug_assert!((prio.lo..=prio.hi).contains(&top), "band outside the range");
             out.insert(*s, Band { top, width });
         }
     }
@@ -55,9 +58,10 @@ pub fn local_ranks<'a>(
     local
 }
 
-/// The priority of local rank `rank` inside `band` (ranks past its width share its bottom).
+/// The priority of local rank `rank` inside `band` (ranks past its width share its bottom;
+/// never below the band's range, which `bands` builds the bands inside).
 pub fn band_priority(band: Band, rank: u32) -> u32 {
-    (band.top - rank.min(band.width - 1)).max(PRIO_LO)
+    band.top.saturating_sub(rank.min(band.width - 1)).max(1)
 }
 
 /// The nice level of a shared box: the heaviest box gets nice 0, a box with 1/1.25 of its
@@ -111,6 +115,8 @@ pub struct CoreView<'a> {
     pub edf: &'a BTreeMap<u32, Vec<ServerId>>,
     /// The CPU of a server.
     pub cpu_of: &'a dyn Fn(ServerId) -> u32,
+    /// The members' SCHED_FIFO range.
+    pub prio: PrioRange,
 }
 
 /// Decides what each member must look like after the core's decisions:
@@ -126,7 +132,7 @@ pub fn decide(
     boxes: &BTreeMap<&str, BoxView<'_>>,
     members: &[MemberView<'_>],
 ) -> Vec<Decision> {
-    let slot = bands(core.edf);
+    let slot = bands(core.edf, core.prio);
     let local = local_ranks(members.iter().map(|m| (m.box_name, m.local_prio)));
     let max_weight = boxes.values().filter_map(|b| b.shared).max().unwrap_or(1);
     let mut out = Vec::with_capacity(members.len());
@@ -191,7 +197,7 @@ pub fn decide(
             None => match b.mode {
                 Mode::Hard => {
                     let prev = m.applied.cloned().unwrap_or(Applied {
-                        attr: SchedAttr::fifo(PRIO_LO),
+                        attr: SchedAttr::fifo(core.prio.lo),
                         cpus: m.original_cpus.to_vec(),
                         frozen: true,
                     });
@@ -244,7 +250,7 @@ mod tests {
     #[test]
     fn edf_ranks_become_bands_most_urgent_on_top() {
         let edf = BTreeMap::from([(0, vec![ServerId(2), ServerId(0)]), (1, vec![ServerId(1)])]);
-        let b = bands(&edf);
+        let b = bands(&edf, PrioRange::DEFAULT);
         assert_eq!(b[&ServerId(2)], Band { top: 89, width: 25 });
         assert_eq!(b[&ServerId(0)], Band { top: 64, width: 25 });
         assert_eq!(b[&ServerId(1)], Band { top: 89, width: 50 });
@@ -254,6 +260,25 @@ mod tests {
             40,
             "deep ranks share the bottom"
         );
+    }
+
+    /// Issue 19: a configured band (below threaded interrupts at FIFO 50) keeps every member
+    /// inside it, however many servers share a CPU.
+    #[test]
+    fn a_configured_band_holds_every_member() {
+        let prio = PrioRange::new(10, 49).unwrap();
+        let edf = BTreeMap::from([(0, (0..60).map(ServerId).collect::<Vec<_>>())]);
+        let b = bands(&edf, prio);
+        assert_eq!(b[&ServerId(0)], Band { top: 49, width: 1 });
+        for (s, band) in &b {
+            for rank in [0, 1, 5] {
+                let p = band_priority(*band, rank);
+                assert!((10..=49).contains(&p), "{s:?} rank {rank}: {p}");
+            }
+        }
+        let two = bands(&BTreeMap::from([(1, vec![ServerId(0), ServerId(1)])]), prio);
+        assert_eq!(two[&ServerId(1)], Band { top: 29, width: 20 });
+        assert_eq!(band_priority(two[&ServerId(1)], 30), 10);
     }
 
     #[test]
@@ -301,6 +326,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            prio: PrioRange::DEFAULT,
         };
         let mut rt = view(7, "bg", 0, None);
         rt.original = SchedAttr::fifo(30);
@@ -334,6 +360,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            prio: PrioRange::DEFAULT,
         };
         let mut m = view(5, "rt", 0, Some(0));
         m.last_server = Some(ServerId(0));
@@ -373,6 +400,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            prio: PrioRange::DEFAULT,
         };
         let mut m = view(5, "rt", 0, None);
         m.ready = false;

@@ -21,6 +21,7 @@ pub mod apply;
 pub mod bands;
 pub mod error;
 pub mod guard;
+mod host;
 pub mod jobs;
 pub mod localprio;
 pub mod members;
@@ -36,7 +37,9 @@ use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
-use rtbox_model::{admit_with_loop, BoxSpec, LoopCost, Mode, Nanos, Platform, System};
+use rtbox_model::{
+    admit_on_host, BoxSpec, HostLoad, LoopCost, Mode, Nanos, Platform, PrioRange, System,
+};
 
 use apply::Applied;
 use guard::{Guard, PlanServer, ServerMembers};
@@ -79,6 +82,9 @@ pub struct RuntimeOptions {
     /// Per-CPU backstop threads that stop members at planned exhaustions when the loop is late
     /// (see `backstop.rs`).
     pub backstop: bool,
+    /// The members' SCHED_FIFO band (`--priorities`); `None`: chosen from the host's threads
+    /// (`hostwatch::default_band`).
+    pub priorities: Option<PrioRange>,
 }
 
 impl RuntimeOptions {
@@ -103,6 +109,7 @@ impl Default for RuntimeOptions {
             follow: true,
             audit: false,
             backstop: true,
+            priorities: None,
         }
     }
 }
@@ -127,6 +134,8 @@ pub struct Runtime {
     loop_usage: LoopUsage,
     /// Periodic tasks of the task API and their job pages (`jobs.rs`).
     jobs: jobs::Jobs,
+    /// The host's own real-time work and the members' band (`runtime/host.rs`).
+    host: host::HostState,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -168,10 +177,11 @@ fn build(
     platform: &Platform,
     specs: &[BoxSpec],
     cost: LoopCost,
+    load: &HostLoad,
 ) -> Result<(System, Scheduler), RuntimeError> {
     refuse_plugin_boxes(specs)?;
     let system = System::new(platform.clone(), specs.to_vec(), vec![])?;
-    let adm = admit_with_loop(&system, cost);
+    let adm = admit_on_host(&system, cost, load);
     if !adm.admitted() {
         return Err(RuntimeError::NotAdmitted(adm.refusals));
     }
@@ -275,7 +285,9 @@ impl Runtime {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "state file"),
         }
-        let (system, sched) = build(&platform, &specs, opts.loop_cost())?;
+        let online = crate::host::online().unwrap_or_else(|_| platform.cpus.clone());
+        let mut host = host::HostState::start(opts.priorities, online);
+        let (system, sched) = build(&platform, &specs, opts.loop_cost(), &host.load())?;
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
@@ -305,6 +317,7 @@ impl Runtime {
         Ok(Runtime {
             jobs: jobs::Jobs::new(jobs_dir(&opts.state_file)),
             guard: Guard::new(backstop),
+            host,
             loop_usage: LoopUsage::default(),
             layout,
             platform,
@@ -372,7 +385,8 @@ impl Runtime {
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
         refuse_plugin_boxes(&specs)?;
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
-        let adm = admit_with_loop(&system, self.opts.loop_cost());
+        let load = self.host.load();
+        let adm = admit_on_host(&system, self.opts.loop_cost(), &load);
         if !adm.admitted() {
             return Err(RuntimeError::NotAdmitted(adm.refusals));
         }
@@ -558,6 +572,7 @@ impl Runtime {
             }
         }
         self.thaw_guarded(now, thaws);
+        self.check_host();
         // Membership scans last: a full /proc scan takes ~0.2 ms, which must not delay
         // charging and stopping (measured: a member ran 0.2 ms past its budget behind one).
         // New members are charged and placed by the next step, at once (`next_wakeup`).
@@ -647,6 +662,7 @@ impl Runtime {
         let sched = &self.sched;
         let cpu_of = |s: ServerId| sched.server(s).cpu;
         let core = bands::CoreView {
+            prio: self.host.band,
             edf: &edf,
             cpu_of: &cpu_of,
         };
@@ -892,7 +908,12 @@ mod tests {
             },
         );
         b.plugin = Some(rtbox_model::PluginKind::FpPm);
-        let Err(err) = build(&Platform::with_cpus(2), &[b], LoopCost::DEFAULT) else {
+        let Err(err) = build(
+            &Platform::with_cpus(2),
+            &[b],
+            LoopCost::DEFAULT,
+            &HostLoad::default(),
+        ) else {
             panic!("a plug-in box was accepted");
         };
         let msg = err.to_string();
