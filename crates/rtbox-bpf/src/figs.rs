@@ -79,12 +79,18 @@ pub struct Fig {
 const _: () = assert!(std::mem::size_of::<Fig>() == 64);
 
 impl Fig {
-    /// Starts a new member on `server` (the slot is not in the members map yet).
-    pub fn reset(&self, server: u32, state: State) {
+    /// Starts a new member on `server` (the slot is not in the members map yet) with `sum` ns
+    /// consumed, running since `since` (0: blocked).
+    pub fn reset(&self, server: u32, sum: u64, since: u64) {
+        let state = if since != 0 {
+            State::Running
+        } else {
+            State::Blocked
+        };
         self.seq.store(0, Ordering::Relaxed);
         self.state.store(state.raw(), Ordering::Relaxed);
-        self.sum_ns.store(0, Ordering::Relaxed);
-        self.on_cpu_since.store(0, Ordering::Relaxed);
+        self.sum_ns.store(sum, Ordering::Relaxed);
+        self.on_cpu_since.store(since, Ordering::Relaxed);
         self.switches.store(0, Ordering::Relaxed);
         self.wakeups.store(0, Ordering::Relaxed);
         self.cpu.store(0, Ordering::Relaxed);
@@ -160,11 +166,13 @@ impl Shared {
     pub fn new(base: *mut u8, size: usize) -> Option<Shared> {
         let runnable_off = MAX_MEMBERS * std::mem::size_of::<Fig>();
         let lost_off = runnable_off + MAX_SERVERS * 4;
-        (!base.is_null() && size >= lost_off + 8 && (base as usize).is_multiple_of(64)).then_some(Shared {
-            base,
-            runnable_off,
-            lost_off,
-        })
+        (!base.is_null() && size >= lost_off + 8 && (base as usize).is_multiple_of(64)).then_some(
+            Shared {
+                base,
+                runnable_off,
+                lost_off,
+            },
+        )
     }
 
     pub fn fig(&self, slot: u32) -> &Fig {
@@ -215,13 +223,21 @@ mod tests {
         let base = unsafe { std::alloc::alloc_zeroed(layout) };
         let shared = Shared::new(base, size).expect("aligned and large enough");
         let f = shared.fig(3);
-        f.reset(7, State::Runnable);
-        f.sum_ns.store(1_000, Ordering::Relaxed);
+        f.reset(7, 1_000, 0);
         let r = f.read(5_000);
         assert_eq!(
             (r.runtime_ns, r.exact, r.state.ready()),
-            (1_000, true, true)
+            (1_000, true, false)
         );
+        f.reset(7, 1_000, 4_500);
+        let r = f.read(5_000);
+        assert_eq!(
+            (r.runtime_ns, r.exact, r.state),
+            (1_500, false, State::Running)
+        );
+        f.state.store(State::Runnable.raw(), Ordering::Relaxed);
+        f.on_cpu_since.store(0, Ordering::Relaxed);
+        assert!(f.read(5_000).state.ready());
         f.state.store(State::Running.raw(), Ordering::Relaxed);
         f.on_cpu_since.store(4_000, Ordering::Relaxed);
         let r = f.read(5_000);

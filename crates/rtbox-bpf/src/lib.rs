@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
-use figs::{Fig, Shared};
+use figs::Shared;
 pub use figs::{Reading, State, MAX_MEMBERS, MAX_SERVERS};
 
 /// Why the sensor cannot be used; the daemon then falls back to its perf sensor.
@@ -87,6 +87,25 @@ impl Event {
     }
 }
 
+/// Whether the sensor can be tried here: built into this binary, and the kernel has BTF (what
+/// CO-RE needs). Loading may still be refused (no privileges, lockdown).
+pub fn available() -> Result<(), SensorError> {
+    #[cfg(rtbox_bpf_missing)]
+    {
+        Err(SensorError::NotBuilt(env!("RTBOX_BPF_MISSING")))
+    }
+    #[cfg(not(rtbox_bpf_missing))]
+    {
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            Ok(())
+        } else {
+            Err(SensorError::Load(
+                "no kernel BTF (/sys/kernel/btf/vmlinux)".into(),
+            ))
+        }
+    }
+}
+
 /// Reads monotonic time as the program stamps it (`bpf_ktime_get_ns` is CLOCK_MONOTONIC).
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -101,15 +120,21 @@ pub fn now_ns() -> u64 {
 #[cfg(not(rtbox_bpf_missing))]
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sensor.bpf.o"));
 
-/// A loaded and attached sensor. Dropping it detaches the programs.
+/// Free member slots (stack) and the slot of each tid.
+#[derive(Default)]
+struct Slots {
+    free: Vec<u32>,
+    of: std::collections::HashMap<u32, u32>,
+}
+
+/// A loaded and attached sensor. Dropping it (and every [`Registration`]) detaches the programs.
 pub struct Sensor {
     shared: Shared,
     members: libbpf_rs::MapHandle,
-    ring: libbpf_rs::RingBuffer<'static>,
+    /// Consumed by the loop only; in a mutex because libbpf's ring-buffer manager is not Sync.
+    ring: Mutex<libbpf_rs::RingBuffer<'static>>,
     queue: Arc<Mutex<VecDeque<Event>>>,
-    /// Free member slots (stack) and the slot of each tid.
-    free: Vec<u32>,
-    slots: std::collections::HashMap<u32, u32>,
+    slots: Mutex<Slots>,
     // Declared last: dropped after the maps and the ring buffer that refer to it.
     _links: Vec<libbpf_rs::Link>,
     _object: libbpf_rs::Object,
@@ -118,8 +143,71 @@ pub struct Sensor {
 impl std::fmt::Debug for Sensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sensor")
-            .field("members", &self.slots.len())
+            .field("members", &self.len())
             .finish()
+    }
+}
+
+/// A member as the sensor knows it: its figures, readable from any thread (the backstop's
+/// too). The member leaves the sensor when the last clone of its registration goes.
+#[derive(Debug)]
+pub struct Registration {
+    sensor: Arc<Sensor>,
+    tid: u32,
+    slot: u32,
+}
+
+impl Registration {
+    /// Registers `tid` with `sensor` on server slot `server`. `runtime_ns`: its CPU time now
+    /// (the kernel's, from /proc); `ready`: runnable now. The program keeps both from the
+    /// member's next switch or wake-up on; until then a ready member counts as running since
+    /// now (it may be running, and a running member that is never preempted is never switched).
+    pub fn new(
+        sensor: &Arc<Sensor>,
+        tid: u32,
+        server: u32,
+        runtime_ns: u64,
+        ready: bool,
+    ) -> Result<Self, SensorError> {
+        let slot = sensor.add(tid, server, runtime_ns, ready)?;
+        Ok(Registration {
+            sensor: Arc::clone(sensor),
+            tid,
+            slot,
+        })
+    }
+
+    /// The member's figures at CLOCK_MONOTONIC `now`.
+    pub fn read(&self, now: u64) -> Reading {
+        self.sensor.shared.fig(self.slot).read(now)
+    }
+
+    /// CPU time consumed so far, ns (see [`Reading::runtime_ns`]).
+    pub fn runtime_now(&self) -> u64 {
+        self.read(now_ns()).runtime_ns
+    }
+
+    /// Places the member on server slot `server` (counted there from its next switch).
+    pub fn set_server(&self, server: u32) {
+        self.sensor
+            .shared
+            .fig(self.slot)
+            .set_server(server.min(MAX_SERVERS as u32 - 1));
+    }
+
+    /// The loop is about to stop the member: its block and the restart's wake-up wake nobody.
+    pub fn quiet(&self) {
+        self.sensor.shared.fig(self.slot).set_quiet();
+    }
+
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.sensor.remove(self.tid);
     }
 }
 
@@ -192,10 +280,12 @@ impl Sensor {
         Ok(Sensor {
             shared,
             members,
-            ring,
+            ring: Mutex::new(ring),
             queue,
-            free: (0..MAX_MEMBERS as u32).rev().collect(),
-            slots: Default::default(),
+            slots: Mutex::new(Slots {
+                free: (0..MAX_MEMBERS as u32).rev().collect(),
+                of: Default::default(),
+            }),
             _links: links,
             _object: object,
         })
@@ -204,12 +294,20 @@ impl Sensor {
     /// The descriptor that becomes readable when events wait (an epoll descriptor: sleep on it
     /// with `poll`/`ppoll` together with the loop's other descriptors).
     pub fn fd(&self) -> RawFd {
-        self.ring.epoll_fd().as_raw_fd()
+        self.ring
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .epoll_fd()
+            .as_raw_fd()
     }
 
     /// Takes the events that are waiting, in order.
-    pub fn drain(&mut self) -> Vec<Event> {
-        let _ = self.ring.consume();
+    pub fn drain(&self) -> Vec<Event> {
+        let _ = self
+            .ring
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .consume();
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         q.drain(..).collect()
     }
@@ -219,24 +317,24 @@ impl Sensor {
         self.shared.lost()
     }
 
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Makes `tid` a member placed on `server`; `ready` is its readiness now (from /proc), which
-    /// the program keeps from its next switch or wake-up on.
-    pub fn add(&mut self, tid: u32, server: u32, ready: bool) -> Result<(), SensorError> {
+    /// the program keeps from its next switch or wake-up on. Returns its slot.
+    fn add(&self, tid: u32, server: u32, runtime_ns: u64, ready: bool) -> Result<u32, SensorError> {
         check_server(server)?;
-        if self.slots.contains_key(&tid) {
-            self.set_server(tid, server)?;
-            return Ok(());
+        let mut slots = self.slots();
+        if slots.of.contains_key(&tid) {
+            return Err(SensorError::Load(format!("thread {tid} registered twice")));
         }
-        let slot = self
+        let slot = slots
             .free
             .pop()
             .ok_or(SensorError::Full { max: MAX_MEMBERS })?;
-        let state = if ready {
-            State::Runnable
-        } else {
-            State::Blocked
-        };
-        self.shared.fig(slot).reset(server, state);
+        let since = if ready { now_ns() } else { 0 };
+        self.shared.fig(slot).reset(server, runtime_ns, since);
         if ready {
             // Counted as the program would have, had it seen the member wake.
             self.shared.runnable_add(server, 1);
@@ -247,25 +345,20 @@ impl Sensor {
             &slot.to_ne_bytes(),
             libbpf_rs::MapFlags::ANY,
         ) {
-            self.free.push(slot);
+            if ready {
+                self.shared.runnable_add(server, -1);
+            }
+            slots.free.push(slot);
             return Err(SensorError::Load(format!("members map: {e}")));
         }
-        self.slots.insert(tid, slot);
-        Ok(())
-    }
-
-    /// Places member `tid` on another server (the program counts it there from its next switch).
-    pub fn set_server(&mut self, tid: u32, server: u32) -> Result<(), SensorError> {
-        check_server(server)?;
-        if let Some(&slot) = self.slots.get(&tid) {
-            self.shared.fig(slot).set_server(server);
-        }
-        Ok(())
+        slots.of.insert(tid, slot);
+        Ok(slot)
     }
 
     /// Forgets member `tid`.
-    pub fn remove(&mut self, tid: u32) {
-        let Some(slot) = self.slots.remove(&tid) else {
+    fn remove(&self, tid: u32) {
+        let mut slots = self.slots();
+        let Some(slot) = slots.of.remove(&tid) else {
             return;
         };
         let _ = libbpf_rs::MapCore::delete(&self.members, &tid.to_ne_bytes());
@@ -274,21 +367,7 @@ impl Sensor {
         if counted >= 0 {
             self.shared.runnable_add(counted as u32, -1);
         }
-        self.free.push(slot);
-    }
-
-    /// Marks member `tid` as about to be stopped by the loop: its blocking and the wake-up of
-    /// its restart are the loop's own doing and wake nobody.
-    pub fn quiet(&self, tid: u32) {
-        if let Some(&slot) = self.slots.get(&tid) {
-            self.shared.fig(slot).set_quiet();
-        }
-    }
-
-    /// The member's figures at `now` (CLOCK_MONOTONIC ns), or None for a non-member.
-    pub fn read(&self, tid: u32, now: u64) -> Option<Reading> {
-        let slot = *self.slots.get(&tid)?;
-        Some(self.shared.fig(slot).read(now))
+        slots.free.push(slot);
     }
 
     /// Runnable members the program counts on server slot `server`.
@@ -298,12 +377,12 @@ impl Sensor {
 
     /// Number of members.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.slots().of.len()
     }
 
     /// No members.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.len() == 0
     }
 }
 
@@ -318,10 +397,9 @@ fn check_server(server: u32) -> Result<(), SensorError> {
     }
 }
 
-// The figures are only touched through `Shared`'s atomic and volatile accessors.
+// Shared with the backstop threads through registrations.
 #[allow(dead_code)]
-fn _assert_send() {
-    fn is_send<T: Send>() {}
-    is_send::<Sensor>();
-    let _ = std::mem::size_of::<Fig>();
+fn _assert_send_sync() {
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<Registration>();
 }

@@ -2,8 +2,9 @@
 //! Without root or without a loadable program the test says why and checks that the refusal is
 //! typed.
 
-use rtbox_bpf::{now_ns, Event, Sensor, SensorError, State};
+use rtbox_bpf::{now_ns, Event, Registration, Sensor, SensorError, State};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn gettid() -> u32 {
@@ -37,7 +38,7 @@ fn schedstat_ns(tid: u32) -> u64 {
 }
 
 /// Waits up to 2 s for events matching `want`, draining as it goes.
-fn wait_for(sensor: &mut Sensor, seen: &mut Vec<Event>, want: impl Fn(&Event) -> bool) -> bool {
+fn wait_for(sensor: &Sensor, seen: &mut Vec<Event>, want: impl Fn(&Event) -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(2);
     while Instant::now() < end {
         seen.extend(sensor.drain());
@@ -51,8 +52,8 @@ fn wait_for(sensor: &mut Sensor, seen: &mut Vec<Event>, want: impl Fn(&Event) ->
 
 #[test]
 fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
-    let mut sensor = match Sensor::load() {
-        Ok(s) => s,
+    let sensor = match Sensor::load() {
+        Ok(s) => Arc::new(s),
         Err(e) => {
             // SAFETY: geteuid has no preconditions.
             let root = unsafe { libc::geteuid() } == 0;
@@ -83,18 +84,18 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
         go_rx.recv().unwrap();
     });
     let tid = tid_rx.recv().unwrap();
-    sensor.add(tid, 5, false).unwrap();
+    let member = Registration::new(&sensor, tid, 5, schedstat_ns(tid), false).unwrap();
     let mut seen = Vec::new();
     go_tx.send(0).unwrap();
     assert!(
-        wait_for(&mut sensor, &mut seen, |e| *e == Event::ServerActive(5)),
+        wait_for(&sensor, &mut seen, |e| *e == Event::ServerActive(5)),
         "no ServerActive(5) when the member woke: {seen:?}"
     );
     assert!(
-        wait_for(&mut sensor, &mut seen, |e| *e == Event::ServerIdle(5)),
+        wait_for(&sensor, &mut seen, |e| *e == Event::ServerIdle(5)),
         "no ServerIdle(5) when the member blocked: {seen:?}"
     );
-    let r = sensor.read(tid, now_ns()).unwrap();
+    let r = member.read(now_ns());
     assert_eq!(r.state, State::Blocked);
     assert!(r.exact);
     assert_eq!(
@@ -113,7 +114,7 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
     let child = tid_rx.recv().unwrap();
     assert!(
         wait_for(
-            &mut sensor,
+            &sensor,
             &mut seen,
             |e| matches!(e, Event::Fork { tid: c, parent, .. } if *c == child && *parent == tid)
         ),
@@ -127,14 +128,14 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
     worker.join().unwrap();
     assert!(
         wait_for(
-            &mut sensor,
+            &sensor,
             &mut seen,
             |e| matches!(e, Event::Exit { tid: t, .. } if *t == tid)
         ),
         "no Exit of {tid}: {seen:?}"
     );
-    assert_eq!(sensor.read(tid, now_ns()).unwrap().state, State::Exited);
-    sensor.remove(tid);
+    assert_eq!(member.read(now_ns()).state, State::Exited);
+    drop(member);
     assert!(sensor.is_empty());
     assert_eq!(sensor.lost_events(), 0);
 }

@@ -28,8 +28,14 @@ pub struct Args {
     pub poll_us: u64,
     /// CPU time of one enforcement-loop step in microseconds, admitted with the reservations
     /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
-    #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
-    pub loop_step_us: u64,
+    /// Default: the measured cost of the sensor in use (perf 100, bpf 40).
+    #[arg(long)]
+    pub loop_step_us: Option<u64>,
+    /// What tells the enforcement loop what members do: `bpf` (scheduler tracepoints,
+    /// event-driven, no polling), `perf` (perf clocks, /proc, a poll every 1-4 ms), or `auto`
+    /// (bpf when its program loads, else perf; the choice is logged and shown by status).
+    #[arg(long, default_value = "auto")]
+    pub sensor: rtbox_daemon::runtime::sensor::SensorChoice,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or per-target directives);
     /// overrides the RTBOX_LOG environment variable. Default: RTBOX_LOG, else `info`.
     #[arg(long)]
@@ -97,7 +103,8 @@ pub fn run(args: Args) -> ExitCode {
         group,
         users,
         poll: args.poll_us.max(100) * 1000,
-        loop_step: args.loop_step_us.saturating_mul(1000),
+        loop_step: args.loop_step_us.map(|us| us.saturating_mul(1000)),
+        sensor: args.sensor,
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,

@@ -341,6 +341,16 @@ impl LoopCost {
         scan: 4_000_000,
     };
 
+    /// The loop with the BPF sensor (`rtbox daemon --sensor bpf`): no poll (the sensor wakes it
+    /// when a server's readiness changes), a safety scan every 100 ms, and a shorter step (no
+    /// perf read per member, no /proc read). `step`: measured CPU time per step of the BPF
+    /// loop, with margin (docs/benchmarks-runtime.md, "BPF sensor").
+    pub const BPF: LoopCost = LoopCost {
+        step: 40_000,
+        poll: 100_000_000,
+        scan: 100_000_000,
+    };
+
     /// The default loop with another step cost; a step of 0 admits the reservations alone.
     pub fn with_step(step: Nanos) -> Self {
         LoopCost {

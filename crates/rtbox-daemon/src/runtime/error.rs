@@ -58,6 +58,8 @@ pub enum RuntimeError {
         uid: u32,
     },
     Linux(LinuxError),
+    /// `--sensor bpf` was asked for and the BPF sensor cannot be used.
+    Sensor(rtbox_bpf::SensorError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -97,6 +99,7 @@ impl fmt::Display for RuntimeError {
                 "refused: box \"{box_name}\" does not list uid {uid} in its users"
             ),
             RuntimeError::Linux(e) => write!(f, "{e}"),
+            RuntimeError::Sensor(e) => write!(f, "{e} (use --sensor perf or auto)"),
         }
     }
 }

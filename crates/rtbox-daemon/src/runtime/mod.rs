@@ -15,7 +15,8 @@
 //! - [`apply`]: a desired state onto one thread;
 //! - [`periods`]: per-server figures across periods, monotonic counters;
 //! - [`guard`]: the backstop's plans, publication, lock and figures;
-//! - [`wakeup`]: when and on which CPU the loop sleeps.
+//! - [`wakeup`]: when and on which CPU the loop sleeps;
+//! - [`sensor`]: the BPF sensor or the perf clocks, and the members' clocks.
 
 pub mod apply;
 pub mod bands;
@@ -24,6 +25,7 @@ pub mod guard;
 pub mod localprio;
 pub mod members;
 pub mod periods;
+pub mod sensor;
 pub mod wakeup;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +43,7 @@ use apply::Applied;
 use guard::{Guard, PlanServer, ServerMembers};
 use members::Members;
 use periods::{Counters, Periods, ServerFigures, ServerKey};
+use sensor::{SensorChoice, SensorKind};
 use wakeup::LoopPin;
 
 pub use bands::{shared_nice, PRIO_HI, PRIO_LO};
@@ -78,6 +81,12 @@ pub struct RuntimeOptions {
     /// Per-CPU backstop threads that stop members at planned exhaustions when the loop is late
     /// (see `backstop.rs`).
     pub backstop: bool,
+    /// CPU time of one loop step admitted with the BPF sensor ([`LoopCost::BPF`]); with
+    /// `step_cost` 0 the loop is not admitted with either sensor.
+    pub bpf_step_cost: Nanos,
+    /// Which sensor tells the loop what members do ([`sensor`]). Default: `RTBOX_SENSOR`
+    /// (`bpf`, `perf`, `auto`; the test suites run once with each), else `auto`.
+    pub sensor: SensorChoice,
 }
 
 impl RuntimeOptions {
@@ -99,9 +108,14 @@ impl Default for RuntimeOptions {
             scan: LoopCost::DEFAULT.scan,
             full_scan: 100_000_000,
             step_cost: LoopCost::DEFAULT.step,
+            bpf_step_cost: LoopCost::BPF.step,
             follow: true,
             audit: false,
             backstop: true,
+            sensor: std::env::var("RTBOX_SENSOR")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_default(),
         }
     }
 }
@@ -124,6 +138,10 @@ pub struct Runtime {
     trace: bool,
     /// The loop's own CPU use against the admitted step cost.
     loop_usage: LoopUsage,
+    /// The BPF sensor, when the loop uses it (also held by the members table).
+    sensor: Option<std::sync::Arc<rtbox_bpf::Sensor>>,
+    /// When the last step began (core time): see [`Runtime::next_wakeup`].
+    step_started: Nanos,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -140,6 +158,22 @@ fn core_options() -> Options {
         accounting: Accounting::Measured,
         timeslice: 4_000_000,
         record_events: true,
+    }
+}
+
+/// The loop's cost for `kind`: the options' step cost; the perf sensor polls at the options'
+/// intervals, the BPF sensor only at its safety scan ([`LoopCost::BPF`]).
+fn loop_cost(opts: &RuntimeOptions, kind: SensorKind) -> LoopCost {
+    match kind {
+        SensorKind::Perf => opts.loop_cost(),
+        SensorKind::Bpf => LoopCost {
+            step: if opts.step_cost == 0 {
+                0
+            } else {
+                opts.bpf_step_cost
+            },
+            ..LoopCost::BPF
+        },
     }
 }
 
@@ -246,7 +280,14 @@ impl Runtime {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "state file"),
         }
-        let (system, sched) = build(&platform, &specs, opts.loop_cost())?;
+        let sensor = sensor::load(opts.sensor).map_err(RuntimeError::Sensor)?;
+        let kind = if sensor.is_some() {
+            SensorKind::Bpf
+        } else {
+            SensorKind::Perf
+        };
+        tracing::info!(sensor = kind.name(), "sensor");
+        let (system, sched) = build(&platform, &specs, loop_cost(&opts, kind))?;
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
@@ -258,7 +299,8 @@ impl Runtime {
                 None
             }
         };
-        let members = Members::new(layout.clone(), journal, events);
+        let mut members = Members::new(layout.clone(), journal, events);
+        members.sensor = sensor.clone();
         members.save_journal()?;
         // The backstop freezes, which needs cgroup v2.
         let backstop = if opts.backstop && layout.v2.is_some() {
@@ -287,7 +329,23 @@ impl Runtime {
             pin: LoopPin::default(),
             opts,
             trace: std::env::var_os("RTBOX_TRACE").is_some(),
+            sensor,
+            step_started: 0,
         })
+    }
+
+    /// The sensor in use.
+    pub fn sensor_kind(&self) -> SensorKind {
+        if self.sensor.is_some() {
+            SensorKind::Bpf
+        } else {
+            SensorKind::Perf
+        }
+    }
+
+    /// The loop's cost as admission counts it, for the sensor in use.
+    pub fn loop_cost(&self) -> LoopCost {
+        loop_cost(&self.opts, self.sensor_kind())
     }
 
     /// Nanoseconds since the runtime started (the core's clock).
@@ -341,7 +399,7 @@ impl Runtime {
     /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
-        let adm = admit_with_loop(&system, self.opts.loop_cost());
+        let adm = admit_with_loop(&system, self.loop_cost());
         if !adm.admitted() {
             return Err(RuntimeError::NotAdmitted(adm.refusals));
         }
@@ -507,7 +565,11 @@ impl Runtime {
     pub fn step(&mut self, now: Nanos) {
         self.measure_loop(now);
         let now = self.now().max(now);
+        self.step_started = now;
         self.members.take_events(&mut self.sched, &self.system, now);
+        if let Some(s) = &self.sensor {
+            sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now);
+        }
         self.members.unplaced = false;
         // Members the backstop froze: frozen, so ready (/proc would show them sleeping).
         let stopped = self.guard.take_report(now);
@@ -536,7 +598,7 @@ impl Runtime {
     /// Counts the step against the admitted step cost; warns once when above it.
     fn measure_loop(&mut self, now: Nanos) {
         let cpu = rtbox_linux::thread_cpu_ns();
-        if let Some(w) = self.loop_usage.step(now, cpu, self.opts.step_cost) {
+        if let Some(w) = self.loop_usage.step(now, cpu, self.loop_cost().step) {
             tracing::warn!("{w}");
         }
     }
@@ -656,6 +718,11 @@ impl Runtime {
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
+            if m.charge_to != d.charge_to {
+                if let Some(c) = &m.clock {
+                    c.place(d.charge_to);
+                }
+            }
             m.charge_to = d.charge_to;
             m.last_server = d.last_server;
             if let Some(want) = d.want {
@@ -732,9 +799,19 @@ impl Runtime {
         self.forget(now, &gone);
     }
 
-    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop wakes it early.
+    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop or a sensor event wakes it
+    /// early.
     pub fn sleep_until(&self, deadline: u64) {
-        self.guard.sleep_until(deadline);
+        self.guard
+            .sleep_until(deadline, sensor::wake_fd(self.sensor.as_ref()));
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let woke = rtbox_linux::monotonic_ns();
+            tracing::trace!(
+                early_us = deadline.saturating_sub(woke) / 1000,
+                late_us = woke.saturating_sub(deadline) / 1000,
+                "loop woke"
+            );
+        }
     }
 
     /// When the backstop's stops were taken back by the loop (core time), for figures.
@@ -749,7 +826,7 @@ impl Runtime {
 
     /// The step cost admission assumes (`--loop-step-us`), ns.
     pub fn admitted_step(&self) -> Nanos {
-        self.opts.step_cost
+        self.loop_cost().step
     }
 
     /// Members the backstop stopped because the loop was late (see `backstop.rs`).
@@ -773,9 +850,26 @@ impl Runtime {
         let budget_left = self
             .sched
             .min_budget_left_with_work(|s| with_work.contains(&s));
+        let exhausting_here =
+            self.pin.cpu().is_some() && self.pin.cpu() == self.sched.next_exhaustion_cpu();
+        let timer = self.sched.next_timer().map(|t| {
+            if exhausting_here && self.sched.next_replenishment() != Some(t) {
+                wakeup::after_own_step(t, self.step_started, now)
+            } else {
+                t
+            }
+        });
+        tracing::trace!(
+            now,
+            timer = ?timer.map(|t| t as i64 - now as i64),
+            step_us = now.saturating_sub(self.step_started) / 1000,
+            exhausting_here,
+            budget_left = ?budget_left,
+            "next wake-up"
+        );
         wakeup_time(
             now,
-            self.sched.next_timer(),
+            timer,
             self.sched.next_replenishment(),
             self.poll_interval(),
             budget_left,
@@ -791,7 +885,13 @@ impl Runtime {
     /// only throttled servers, or servers with plenty of budget, it sleeps longer: the poll
     /// was most of the loop's CPU use (docs/benchmarks-runtime.md).
     pub fn poll_interval(&self) -> Nanos {
-        self.sched.poll_interval(&self.opts.loop_cost())
+        let poll = self.sched.poll_interval(&self.loop_cost());
+        // With the BPF sensor only threads entering attached cgroups from outside go unseen.
+        if self.sensor.is_some() && self.members.has_cgroup_attachments() {
+            poll.min(self.opts.scan)
+        } else {
+            poll
+        }
     }
 
     /// Per-server view for status and metrics (counters cumulative across box changes).
