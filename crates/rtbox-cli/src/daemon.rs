@@ -34,8 +34,10 @@ pub struct Args {
     /// What tells the enforcement loop what members do: `bpf` (scheduler tracepoints,
     /// event-driven, no polling), `perf` (perf clocks, /proc, a poll every 1-4 ms), or `auto`
     /// (bpf when its program loads, else perf; the choice is logged and shown by status).
-    #[arg(long, default_value = "auto")]
-    pub sensor: rtbox_daemon::runtime::sensor::SensorChoice,
+    /// Default: the RTBOX_SENSOR environment variable (the test suites run once with each),
+    /// else `auto`.
+    #[arg(long)]
+    pub sensor: Option<rtbox_daemon::runtime::sensor::SensorChoice>,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or per-target directives);
     /// overrides the RTBOX_LOG environment variable. Default: RTBOX_LOG, else `info`.
     #[arg(long)]
@@ -104,7 +106,12 @@ pub fn run(args: Args) -> ExitCode {
         users,
         poll: args.poll_us.max(100) * 1000,
         loop_step: args.loop_step_us.map(|us| us.saturating_mul(1000)),
-        sensor: args.sensor,
+        sensor: args.sensor.unwrap_or_else(|| {
+            std::env::var("RTBOX_SENSOR")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_default()
+        }),
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
