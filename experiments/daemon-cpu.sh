@@ -4,6 +4,7 @@
 # CPU beside it. Then the same 2 ms / 10 ms box on CPUs 0-1 with one busy member and N sleeping
 # member processes. Prints markdown tables. Root; holds the machine-wide realtime lock per run.
 # usage: experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")]
+#        ROWS="3 4" runs only those rows of the first table (1-4; default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "daemon-cpu: needs root; skipped"; exit 0; fi
@@ -33,7 +34,7 @@ run() {
     pids=()
     cleanup() { kill "${pids[@]}" 2>/dev/null || true; kill -TERM $d 2>/dev/null || true; wait $d 2>/dev/null || true; }
     trap cleanup EXIT
-    $RTBOX box create B $boxargs --socket "$SOCK" >/dev/null
+    for _ in $(seq 50); do $RTBOX box create B $boxargs --socket "$SOCK" >/dev/null 2>&1 && break; sleep 0.1; done
     for _ in $(seq "$members"); do
       sh -c "while :; do :; done" & pids+=($!)
       $RTBOX attach B --pid $! --socket "$SOCK" >/dev/null
@@ -61,7 +62,10 @@ echo "Daemon CPU, ${SECS} s per run (members' CPU in brackets: the reservation i
 echo
 printf '| box |'; for s in $SENSORS; do printf ' %s daemon CPU (members) |' "$s"; done; printf ' target (bpf) |\n'
 printf '|---|'; for _ in $SENSORS; do printf -- '---|'; done; printf -- '---|\n'
+row=0
 for c in "${CASES[@]}"; do
+  row=$((row + 1))
+  if [ -n "${ROWS:-}" ] && ! grep -qw "$row" <<<"$ROWS"; then continue; fi
   IFS='|' read -r name args members target <<<"$c"
   printf '| %s |' "$name"
   for s in $SENSORS; do

@@ -28,7 +28,7 @@ pub struct Args {
     pub poll_us: u64,
     /// CPU time of one enforcement-loop step in microseconds, admitted with the reservations
     /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
-    /// Default: the measured cost of the sensor in use (perf 100, bpf 40).
+    /// Default: the measured step of the sensor in use (100 for both; the bpf loop has no poll).
     #[arg(long)]
     pub loop_step_us: Option<u64>,
     /// What tells the enforcement loop what members do: `bpf` (scheduler tracepoints,

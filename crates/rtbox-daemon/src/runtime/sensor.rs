@@ -254,7 +254,10 @@ mod tests {
             .contains("bpf, perf or auto"));
         assert_eq!(SensorChoice::Perf.resolve(), SensorKind::Perf);
         assert_eq!(SensorKind::Perf.loop_cost(), LoopCost::DEFAULT);
-        assert!(SensorKind::Bpf.loop_cost().step < LoopCost::DEFAULT.step);
+        assert!(
+            SensorKind::Bpf.loop_cost().poll > LoopCost::DEFAULT.scan,
+            "no poll with bpf"
+        );
         assert_eq!(slot(Some(ServerId(3))), 3);
         assert_eq!(slot(None), rtbox_bpf::MAX_SERVERS as u32 - 1);
     }
