@@ -100,9 +100,11 @@ static __always_inline void settle(struct rtbox_fig *f, int ready)
 		if (counted == server)
 			return;
 		f->counted = server;
-		server_inc(server, quiet);
+		/* A runnable member counted elsewhere was moved by the loop itself (global
+		 * placement): neither server's change is news to it. */
+		server_inc(server, quiet || counted >= 0);
 		if (counted >= 0)
-			server_dec(counted, quiet);
+			server_dec(counted, 1);
 	} else if (counted >= 0) {
 		f->counted = -1;
 		server_dec(counted, quiet);
