@@ -20,9 +20,15 @@ pub struct Args {
     pub json: bool,
     /// CPU time of one step of the daemon's enforcement loop, in microseconds: admitted with
     /// the reservations as `rtbox daemon` does (2 steps per server period, plus its polls). 0 checks the
-    /// reservations alone (the schedule the simulator and the analysis model).
-    #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
-    pub loop_step_us: u64,
+    /// reservations alone (the schedule the simulator and the analysis model). Default: the
+    /// measured step of the sensor's loop.
+    #[arg(long)]
+    pub loop_step_us: Option<u64>,
+    /// The daemon's sensor whose loop is admitted: `perf` (the daemon's default; polls every
+    /// 1-4 ms), `bpf` (no polls), or `auto`: the one `rtbox daemon --sensor auto` takes on a
+    /// machine like this one (bpf where this binary has the program and the kernel has BTF).
+    #[arg(long, default_value = "perf")]
+    pub sensor: rtbox_daemon::runtime::sensor::SensorChoice,
     /// Also refuse CPUs this machine does not have online, as `rtbox daemon` does (by default
     /// the file is checked against its own `[platform]`, possibly another machine's).
     #[arg(long)]
@@ -48,13 +54,17 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     }
+    let base = args.sensor.probe().loop_cost();
+    let cost = match args.loop_step_us {
+        Some(us) => LoopCost {
+            step: us.saturating_mul(1000),
+            ..base
+        },
+        None => base,
+    };
     // The runtime's limits (loop, minimum budget, longest period); the host's own real-time
     // work is counted by the daemon, which looks at the machine's threads.
-    let admission = admit_on_host(
-        &system,
-        LoopCost::with_step(args.loop_step_us.saturating_mul(1000)),
-        &HostLoad::default(),
-    );
+    let admission = admit_on_host(&system, cost, &HostLoad::default());
     if args.json {
         let mut v = rtbox_experiment::report::admission(&admission);
         if !members.is_empty() {

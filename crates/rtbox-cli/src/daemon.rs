@@ -28,13 +28,21 @@ pub struct Args {
     pub poll_us: u64,
     /// CPU time of one enforcement-loop step in microseconds, admitted with the reservations
     /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
-    #[arg(long, default_value_t = rtbox_model::DEFAULT_LOOP_STEP / 1000)]
-    pub loop_step_us: u64,
+    /// Default: the measured step of the sensor in use (100 for both; the bpf loop has no poll).
+    #[arg(long)]
+    pub loop_step_us: Option<u64>,
     /// The members' SCHED_FIFO band, LOW-HIGH within 1-96 (overrides the config's
     /// `[platform] priorities`). Default: 40-89, or just below the threaded interrupts on a
     /// kernel whose handlers all run as threads (PREEMPT_RT, `threadirqs`).
     #[arg(long, value_name = "LOW-HIGH", value_parser = parse_priorities)]
     pub priorities: Option<rtbox_model::PrioRange>,
+    /// What tells the enforcement loop what members do: `bpf` (scheduler tracepoints,
+    /// event-driven, no polling), `perf` (perf clocks, /proc, a poll every 1-4 ms), or `auto`
+    /// (bpf when its program loads, else perf; the choice is logged and shown by status).
+    /// Default: the RTBOX_SENSOR environment variable (the test suites run once with each),
+    /// else `perf` (measured cheaper at short periods; docs/runtime.md).
+    #[arg(long)]
+    pub sensor: Option<rtbox_daemon::runtime::sensor::SensorChoice>,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or per-target directives);
     /// overrides the RTBOX_LOG environment variable. Default: RTBOX_LOG, else `info`.
     #[arg(long)]
@@ -102,8 +110,14 @@ pub fn run(args: Args) -> ExitCode {
         group,
         users,
         poll: args.poll_us.max(100) * 1000,
-        loop_step: args.loop_step_us.saturating_mul(1000),
+        loop_step: args.loop_step_us.map(|us| us.saturating_mul(1000)),
         priorities: args.priorities.or(file_priorities),
+        sensor: args.sensor.unwrap_or_else(|| {
+            std::env::var("RTBOX_SENSOR")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_default()
+        }),
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,

@@ -88,6 +88,9 @@ pub fn run(args: Args) -> ExitCode {
     }
     print!("{}", t.render(0));
     let lp = &v["loop"];
+    if let Some(sensor) = v["sensor"].as_str() {
+        println!("sensor: {sensor}");
+    }
     if let Some(steps) = lp["steps"].as_u64() {
         let us = |x: &serde_json::Value| x.as_u64().map(|n| format!("{:.1} us", n as f64 / 1e3));
         println!(

@@ -26,12 +26,20 @@ fn bdm_validation_is_admitted_with_seed_002_servers() {
     let path = example("bdm-validation.toml");
     let path = path.to_str().unwrap();
     // Seed 002 reserves 0.94 of each CPU: the kernel-free schedule admits it, the daemon's
-    // enforcement loop does not fit beside it (issue 5, session 6 loop cost).
-    let (code, out, err) = check(&[path]);
+    // enforcement loop does not fit beside it with either sensor (issue 5, session 6 loop
+    // cost; issue 14, the BPF sensor's measured step).
+    let (code, out, err) = check(&[path, "--sensor", "perf"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains("CPU 0: reservations 0.9400 + enforcement loop 0.0567"),
         "{err}"
+    );
+    let (code, out, err) = check(&[path, "--sensor", "bpf"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("CPU 0: reservations 0.9400 + enforcement loop")
+            && err.contains("a poll every 100ms"),
+        "the BPF loop has no poll but its safety scan: {err}"
     );
     let (code, out, _) = check(&[path, "--loop-step-us", "0"]);
     assert_eq!(code, 0, "{out}");
@@ -165,7 +173,7 @@ fn the_daemon_loop_is_admitted_like_the_daemon_does() {
     }
     std::fs::write(&cfg, text).unwrap();
     let path = cfg.to_str().unwrap();
-    let (code, out, err) = check(&[path]);
+    let (code, out, err) = check(&[path, "--sensor", "perf"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains("CPU 0: reservations 0.8000 + enforcement loop 0.9000 (4 servers, 2 steps of 100us per period, a poll every 1ms) = 1.7000 > cap 0.9500"),
@@ -175,10 +183,13 @@ fn the_daemon_loop_is_admitted_like_the_daemon_does() {
         out.contains("with loop") && out.contains("1.7000  > cap 0.95"),
         "{out}"
     );
+    let (code, out, err) = check(&[path, "--sensor", "bogus"]);
+    assert_eq!(code, 2, "a bad sensor is bad input: {out}{err}");
+    assert!(err.contains("bpf, perf or auto"), "{err}");
     let (code, out, err) = check(&[path, "--loop-step-us", "0"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("with loop"), "{out}");
-    let (code, out, _) = check(&[path, "--json"]);
+    let (code, out, _) = check(&[path, "--json", "--sensor", "perf"]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(

@@ -243,6 +243,16 @@ fn wait_restored(hogs: &[Proc], orig: &[Orig], limit: Duration) -> Duration {
     }
 }
 
+/// Whether the sensor's switch program is loaded (`bpftool prog show name`, installed by
+/// scripts/setup.sh).
+fn bpf_sensor_attached() -> bool {
+    Command::new("bpftool")
+        .args(["prog", "show", "name", "rtbox_switch"])
+        .output()
+        .map(|o| o.status.success() && !o.stdout.is_empty())
+        .expect("bpftool (scripts/setup.sh installs it)")
+}
+
 /// Issue 5, acceptance 5: kill -9 of the daemon, everything restored within 1 s.
 #[test]
 fn kill_9_restores_every_thread_within_one_second() {
@@ -254,10 +264,28 @@ fn kill_9_restores_every_thread_within_one_second() {
     };
     let mut env = Env::start("kill9");
     let (hogs, orig) = setup(&env);
+    let status = env.rtbox(&["status", "--json"]).1;
+    let bpf = status.contains("\"sensor\": \"bpf\"") || status.contains("\"sensor\":\"bpf\"");
+    if bpf {
+        assert!(
+            bpf_sensor_attached(),
+            "the BPF sensor is in use but not attached"
+        );
+    }
     let mut d = env.daemon.take().unwrap();
     d.kill().unwrap(); // SIGKILL
     let _ = d.wait();
     let took = wait_restored(&hogs, &orig, Duration::from_secs(3));
+    if bpf {
+        // The programs hang on links owned by the daemon's descriptors: gone with it.
+        assert!(
+            !bpf_sensor_attached(),
+            "BPF sensor still attached after kill -9"
+        );
+        eprintln!("kill -9: BPF sensor detached");
+    } else {
+        eprintln!("kill -9: perf sensor in use");
+    }
     eprintln!(
         "kill -9: all 3 hogs restored after {:.1} ms",
         took.as_secs_f64() * 1e3

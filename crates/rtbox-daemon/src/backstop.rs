@@ -21,7 +21,9 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::runtime::sensor::MemberClock;
 use rtbox_linux::fdwait::{self, EventFd, TimerFd};
+#[cfg(test)]
 use rtbox_linux::perf::TaskClock;
 use rtbox_linux::pimutex::{PiGuard, PiMutex};
 use rtbox_linux::sched::{self, SchedAttr};
@@ -47,8 +49,8 @@ pub struct Handle {
     pub tid: i32,
     /// Its kept-open `cgroup.freeze`.
     pub freeze: Arc<File>,
-    /// Its perf task clock, and the reading the loop last charged.
-    pub clock: Arc<TaskClock>,
+    /// Its CPU clock (perf task clock or BPF sensor), and the reading the loop last charged.
+    pub clock: MemberClock,
     pub charged: u64,
 }
 
@@ -216,13 +218,16 @@ impl Backstop {
         Locked { _held: g, report }
     }
 
-    /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members.
-    pub fn sleep_until(&self, deadline: u64) {
+    /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members, or
+    /// `extra` is readable.
+    pub fn sleep_until(&self, deadline: u64, extra: Option<std::os::fd::BorrowedFd<'_>>) {
         let now = rtbox_linux::monotonic_ns();
         if deadline <= now {
             return;
         }
-        if let Ok(r) = fdwait::wait_readable(&[self.wake.as_fd()], Some(deadline - now)) {
+        let mut fds = vec![self.wake.as_fd()];
+        fds.extend(extra);
+        if let Ok(r) = fdwait::wait_readable(&fds, Some(deadline - now)) {
             if r[0] {
                 self.wake.take();
             }
@@ -328,7 +333,7 @@ mod tests {
             return;
         }
         let clock = match TaskClock::open(sched::gettid()) {
-            Ok(c) => Arc::new(c),
+            Ok(c) => MemberClock::Perf(Arc::new(c)),
             Err(e) => {
                 eprintln!("skipping: perf task clock unavailable here ({e})");
                 return;
@@ -392,7 +397,7 @@ mod tests {
         }
         let me = sched::gettid();
         let clock = match TaskClock::open(me) {
-            Ok(c) => Arc::new(c),
+            Ok(c) => MemberClock::Perf(Arc::new(c)),
             Err(e) => {
                 eprintln!("skipping: perf task clock unavailable here ({e})");
                 return;

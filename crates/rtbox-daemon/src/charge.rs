@@ -40,6 +40,16 @@ impl MemberCharge {
         d
     }
 
+    /// A reading below the last one charged: the kernel's own figure at a switch, after an
+    /// extrapolation on wall time while the member ran (BPF sensor). Returns the difference,
+    /// host steal, counted as found; the charge continues from `exact`.
+    pub fn rewind(&mut self, exact: u64) -> u64 {
+        let steal = self.last.saturating_sub(exact);
+        self.stolen += steal;
+        self.last = self.last.min(exact);
+        steal
+    }
+
     /// The last perf clock reading charged.
     pub fn last(&self) -> u64 {
         self.last

@@ -37,8 +37,11 @@ pub struct DaemonConfig {
     /// Users besides root who may use each box (names are looked up at start).
     pub users: Vec<BoxUsers>,
     pub poll: u64,
-    /// CPU time of one enforcement step, admitted with the reservations (0: not admitted).
-    pub loop_step: u64,
+    /// CPU time of one enforcement step, admitted with the reservations (0: not admitted);
+    /// `None`: the measured cost of the sensor in use (`LoopCost::DEFAULT` or `LoopCost::BPF`).
+    pub loop_step: Option<u64>,
+    /// Which sensor the loop uses (`--sensor`).
+    pub sensor: crate::runtime::sensor::SensorChoice,
     /// The members' SCHED_FIFO band (`--priorities`, `[runtime] priorities`); `None`: chosen
     /// from the host's threads.
     pub priorities: Option<rtbox_model::PrioRange>,
@@ -55,7 +58,8 @@ impl Default for DaemonConfig {
             group: None,
             users: Vec::new(),
             poll: rtbox_model::LoopCost::DEFAULT.poll,
-            loop_step: rtbox_model::LoopCost::DEFAULT.step,
+            loop_step: None,
+            sensor: Default::default(),
             priorities: None,
         }
     }
@@ -375,7 +379,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         RuntimeOptions {
             state_file: cfg.state_file.clone(),
             poll: cfg.poll,
-            step_cost: cfg.loop_step,
+            step_cost: cfg.loop_step.unwrap_or(rtbox_model::LoopCost::DEFAULT.step),
+            bpf_step_cost: cfg.loop_step.unwrap_or(rtbox_model::LoopCost::BPF.step),
+            sensor: cfg.sensor,
             priorities: cfg.priorities,
             ..RuntimeOptions::default()
         },
@@ -730,7 +736,9 @@ fn dispatch(
                 .collect();
             let mut lp = serde_json::to_value(rt.loop_usage()).unwrap_or_default();
             lp["admitted_step_ns"] = rt.admitted_step().into();
+            lp["sensor"] = rt.sensor_kind().name().into();
             Ok(serde_json::json!({
+                "sensor": rt.sensor_kind().name(),
                 "boxes": boxes,
                 "servers": rt.server_rows(),
                 "loop": lp,
@@ -746,6 +754,7 @@ fn dispatch(
                     + &crate::metrics::render_loop(rt.loop_usage(), rt.admitted_step())
                     + &crate::metrics::render_tasks(&rt.task_rows())
                     + &crate::metrics::render_host(&rt.host_report(), rt.host_over())
+                    + &crate::metrics::render_sensor(rt.sensor_kind().name())
             }))
         }
     }

@@ -77,6 +77,13 @@ pub fn render(rows: &[ServerRow]) -> String {
 /// The enforcement loop's own CPU use (docs/runtime.md, "Admission of the loop's own time"):
 /// compare `rtbox_loop_cpu_seconds_total / rtbox_loop_steps_total` with
 /// `rtbox_loop_admitted_step_seconds`.
+/// The sensor the loop uses (`bpf` or `perf`), as an info-style gauge.
+pub fn render_sensor(sensor: &str) -> String {
+    format!(
+        "# HELP rtbox_sensor_info The sensor of the enforcement loop (bpf: scheduler tracepoints, event-driven; perf: perf clocks and polling)\n# TYPE rtbox_sensor_info gauge\nrtbox_sensor_info{{sensor=\"{sensor}\"}} 1\n"
+    )
+}
+
 pub fn render_loop(u: &LoopUsage, admitted_step: u64) -> String {
     let mut out = String::new();
     let mut one = |name: &str, kind: &str, help: &str, v: f64| {

@@ -60,6 +60,8 @@ pub enum RuntimeError {
     Linux(LinuxError),
     /// A request of the periodic-task API (`runtime/jobs.rs`).
     Task(super::jobs::TaskError),
+    /// `--sensor bpf` was asked for and the BPF sensor cannot be used.
+    Sensor(rtbox_bpf::SensorError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -100,6 +102,7 @@ impl fmt::Display for RuntimeError {
             ),
             RuntimeError::Linux(e) => write!(f, "{e}"),
             RuntimeError::Task(e) => write!(f, "{e}"),
+            RuntimeError::Sensor(e) => write!(f, "{e} (use --sensor perf or auto)"),
         }
     }
 }

@@ -218,11 +218,18 @@ impl Guard {
         Some(locked)
     }
 
-    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop wakes it early.
-    pub fn sleep_until(&self, deadline: u64) {
-        match &self.backstop {
-            Some(b) => b.sleep_until(deadline),
-            None => rtbox_linux::sleep_until(deadline),
+    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop, or `extra` becoming readable
+    /// (the BPF sensor's events), wakes it early.
+    pub fn sleep_until(&self, deadline: u64, extra: Option<std::os::fd::BorrowedFd<'_>>) {
+        match (&self.backstop, extra) {
+            (Some(b), _) => b.sleep_until(deadline, extra),
+            (None, Some(fd)) => {
+                let now = rtbox_linux::monotonic_ns();
+                if deadline > now {
+                    let _ = rtbox_linux::fdwait::wait_readable(&[fd], Some(deadline - now));
+                }
+            }
+            (None, None) => rtbox_linux::sleep_until(deadline),
         }
     }
 

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use rtbox_core::{Scheduler, ServerId, TaskId, TaskParams};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::{Journal, JournalState, ProcessEntry};
-use rtbox_linux::perf::TaskClock;
 use rtbox_linux::procevents::{ProcEvent, ProcEvents};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::snapshot::ThreadSnapshot;
@@ -19,13 +18,14 @@ use rtbox_model::{Nanos, System};
 use super::apply::{self, Applied};
 use super::error::RuntimeError;
 use super::localprio;
+use super::sensor::MemberClock;
 use crate::charge::MemberCharge;
 
 /// How long a member the loop thawed counts as ready without being seen running. A thaw wakes
 /// the thread at once, but on an idle vCPU the wake-up waits until the host runs that vCPU
 /// (measured up to ~1 ms here), and /proc shows the thread sleeping meanwhile; taken as
 /// blocked, it then ran unseen until the next poll: one period 933-958 us over Q.
-const THAW_GRACE: Nanos = 2_000_000;
+pub(super) const THAW_GRACE: Nanos = 2_000_000;
 
 /// How often a blocked member's charge is reconciled with the kernel's accounting.
 const PAIR_EVERY: Nanos = 20_000_000;
@@ -36,7 +36,8 @@ pub struct Member {
     pub pid: i32,
     pub box_name: String,
     pub task: TaskId,
-    pub clock: Option<Arc<TaskClock>>,
+    /// Its CPU clock: perf task clock, or its figures in the BPF sensor.
+    pub clock: Option<MemberClock>,
     /// Its perf clock readings turned into charges, less steal found off CPU.
     pub charge: MemberCharge,
     /// Its schedstat kept open: the kernel's CPU time, read when it is off CPU.
@@ -45,7 +46,7 @@ pub struct Member {
     paired_at: Nanos,
     paired_frozen: bool,
     /// When the loop thawed it, until it is seen running (see [`THAW_GRACE`]).
-    thawed_at: Option<Nanos>,
+    pub(super) thawed_at: Option<Nanos>,
     /// Original RT priority (0 for normal threads): the box keeps their relative order.
     pub local_prio: u32,
     /// The server charged for its CPU time until the next decision.
@@ -185,6 +186,8 @@ pub struct Members {
     /// Members joined, or changed their own policy or affinity, since the last step: they run
     /// unmanaged until a step places them, so the loop steps again at once.
     pub unplaced: bool,
+    /// The BPF sensor, when the loop uses it (`runtime/sensor.rs`).
+    pub sensor: Option<Arc<rtbox_bpf::Sensor>>,
 }
 
 impl Members {
@@ -200,6 +203,7 @@ impl Members {
             events,
             scans: ScanClock::default(),
             unplaced: false,
+            sensor: None,
         }
     }
 
@@ -369,10 +373,10 @@ impl Members {
             }
             let local_prio = localprio::local_priority(&s.attr);
             let task = register(sched, tid, box_name, local_prio);
-            let clock = match TaskClock::open(tid) {
-                Ok(c) => Some(Arc::new(c)),
+            let clock = match MemberClock::open(tid, self.sensor.as_ref()) {
+                Ok(c) => Some(c),
                 Err(e) => {
-                    tracing::warn!(tid, error = %e, "perf task clock unavailable");
+                    tracing::warn!(tid, error = %e, "member clock unavailable");
                     None
                 }
             };
@@ -524,6 +528,10 @@ impl Members {
     /// once per freeze, and at most every [`PAIR_EVERY`] while blocked, to find host steal.
     pub fn charge(&mut self, sched: &mut Scheduler, now: Nanos) {
         for (tid, m) in self.by_tid.iter_mut() {
+            if let Some(MemberClock::Bpf(r)) = m.clock.clone() {
+                super::sensor::charge_bpf(m, &r, sched, now);
+                continue;
+            }
             let frozen = m.frozen();
             if let Some(v) = m.clock.as_ref().and_then(|c| c.read().ok()) {
                 let d = m.charge.advance(v);
@@ -603,6 +611,11 @@ impl Members {
                 continue;
             };
             let freeze_dir = cgroup::freeze_dir(&self.layout, m.pid);
+            if want.frozen {
+                if let Some(c) = &m.clock {
+                    c.quiet();
+                }
+            }
             match apply::apply_one(
                 tid,
                 prev.as_ref(),
@@ -869,6 +882,13 @@ impl Members {
                 self.add_threads(sched, &bx, &[tid]);
             }
         }
+    }
+
+    /// Whether cgroups are attached (threads may enter them without a fork by a member).
+    pub fn has_cgroup_attachments(&self) -> bool {
+        self.attachments
+            .iter()
+            .any(|a| matches!(a.target, Target::Cgroup(_)))
     }
 
     /// Whether process events are available.

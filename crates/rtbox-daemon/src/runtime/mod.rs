@@ -15,7 +15,8 @@
 //! - [`apply`]: a desired state onto one thread;
 //! - [`periods`]: per-server figures across periods, monotonic counters;
 //! - [`guard`]: the backstop's plans, publication, lock and figures;
-//! - [`wakeup`]: when and on which CPU the loop sleeps.
+//! - [`wakeup`]: when and on which CPU the loop sleeps;
+//! - [`sensor`]: the BPF sensor or the perf clocks, and the members' clocks.
 
 pub mod apply;
 pub mod bands;
@@ -26,6 +27,7 @@ pub mod jobs;
 pub mod localprio;
 pub mod members;
 pub mod periods;
+pub mod sensor;
 pub mod wakeup;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,6 +47,7 @@ use apply::Applied;
 use guard::{Guard, PlanServer, ServerMembers};
 use members::Members;
 use periods::{Counters, Periods, ServerFigures, ServerKey};
+use sensor::{SensorChoice, SensorKind};
 use wakeup::LoopPin;
 
 pub use bands::{shared_nice, PRIO_HI, PRIO_LO};
@@ -85,6 +88,12 @@ pub struct RuntimeOptions {
     /// The members' SCHED_FIFO band (`--priorities`); `None`: chosen from the host's threads
     /// (`hostwatch::default_band`).
     pub priorities: Option<PrioRange>,
+    /// CPU time of one loop step admitted with the BPF sensor ([`LoopCost::BPF`]); with
+    /// `step_cost` 0 the loop is not admitted with either sensor.
+    pub bpf_step_cost: Nanos,
+    /// Which sensor tells the loop what members do ([`sensor`]). Default: `RTBOX_SENSOR`
+    /// (`bpf`, `perf`, `auto`; the test suites run once with each), else `perf`.
+    pub sensor: SensorChoice,
 }
 
 impl RuntimeOptions {
@@ -106,10 +115,15 @@ impl Default for RuntimeOptions {
             scan: LoopCost::DEFAULT.scan,
             full_scan: 100_000_000,
             step_cost: LoopCost::DEFAULT.step,
+            bpf_step_cost: LoopCost::BPF.step,
             follow: true,
             audit: false,
             backstop: true,
             priorities: None,
+            sensor: std::env::var("RTBOX_SENSOR")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_default(),
         }
     }
 }
@@ -136,6 +150,10 @@ pub struct Runtime {
     jobs: jobs::Jobs,
     /// The host's own real-time work and the members' band (`runtime/host.rs`).
     host: host::HostState,
+    /// The BPF sensor, when the loop uses it (also held by the members table).
+    sensor: Option<std::sync::Arc<rtbox_bpf::Sensor>>,
+    /// When the last step began (core time): see [`Runtime::next_wakeup`].
+    step_started: Nanos,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -169,6 +187,22 @@ fn refuse_plugin_boxes(specs: &[BoxSpec]) -> Result<(), RuntimeError> {
             ),
         ))),
         None => Ok(()),
+    }
+}
+
+/// The loop's cost for `kind`: the options' step cost; the perf sensor polls at the options'
+/// intervals, the BPF sensor only at its safety scan ([`LoopCost::BPF`]).
+fn loop_cost(opts: &RuntimeOptions, kind: SensorKind) -> LoopCost {
+    match kind {
+        SensorKind::Perf => opts.loop_cost(),
+        SensorKind::Bpf => LoopCost {
+            step: if opts.step_cost == 0 {
+                0
+            } else {
+                opts.bpf_step_cost
+            },
+            ..LoopCost::BPF
+        },
     }
 }
 
@@ -287,7 +321,14 @@ impl Runtime {
         }
         let online = crate::host::online().unwrap_or_else(|_| platform.cpus.clone());
         let mut host = host::HostState::start(opts.priorities, online);
-        let (system, sched) = build(&platform, &specs, opts.loop_cost(), &host.load())?;
+        let sensor = sensor::load(opts.sensor).map_err(RuntimeError::Sensor)?;
+        let kind = if sensor.is_some() {
+            SensorKind::Bpf
+        } else {
+            SensorKind::Perf
+        };
+        tracing::info!(sensor = kind.name(), "sensor");
+        let (system, sched) = build(&platform, &specs, loop_cost(&opts, kind), &host.load())?;
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
@@ -299,7 +340,8 @@ impl Runtime {
                 None
             }
         };
-        let members = Members::new(layout.clone(), journal, events);
+        let mut members = Members::new(layout.clone(), journal, events);
+        members.sensor = sensor.clone();
         members.save_journal()?;
         // The backstop freezes, which needs cgroup v2.
         let backstop = if opts.backstop && layout.v2.is_some() {
@@ -330,7 +372,23 @@ impl Runtime {
             pin: LoopPin::default(),
             opts,
             trace: std::env::var_os("RTBOX_TRACE").is_some(),
+            sensor,
+            step_started: 0,
         })
+    }
+
+    /// The sensor in use.
+    pub fn sensor_kind(&self) -> SensorKind {
+        if self.sensor.is_some() {
+            SensorKind::Bpf
+        } else {
+            SensorKind::Perf
+        }
+    }
+
+    /// The loop's cost as admission counts it, for the sensor in use.
+    pub fn loop_cost(&self) -> LoopCost {
+        loop_cost(&self.opts, self.sensor_kind())
     }
 
     /// Nanoseconds since the runtime started (the core's clock).
@@ -386,7 +444,7 @@ impl Runtime {
         refuse_plugin_boxes(&specs)?;
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
         let load = self.host.load();
-        let adm = admit_on_host(&system, self.opts.loop_cost(), &load);
+        let adm = admit_on_host(&system, self.loop_cost(), &load);
         if !adm.admitted() {
             return Err(RuntimeError::NotAdmitted(adm.refusals));
         }
@@ -552,7 +610,11 @@ impl Runtime {
     pub fn step(&mut self, now: Nanos) {
         self.measure_loop(now);
         let now = self.now().max(now);
+        self.step_started = now;
         self.members.take_events(&mut self.sched, &self.system, now);
+        if let Some(s) = &self.sensor {
+            sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now);
+        }
         self.members.unplaced = false;
         // Members the backstop froze: frozen, so ready (/proc would show them sleeping).
         let stopped = self.guard.take_report(now);
@@ -582,7 +644,7 @@ impl Runtime {
     /// Counts the step against the admitted step cost; warns once when above it.
     fn measure_loop(&mut self, now: Nanos) {
         let cpu = rtbox_linux::thread_cpu_ns();
-        if let Some(w) = self.loop_usage.step(now, cpu, self.opts.step_cost) {
+        if let Some(w) = self.loop_usage.step(now, cpu, self.loop_cost().step) {
             tracing::warn!("{w}");
         }
     }
@@ -703,6 +765,11 @@ impl Runtime {
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
+            if m.charge_to != d.charge_to {
+                if let Some(c) = &m.clock {
+                    c.place(d.charge_to);
+                }
+            }
             m.charge_to = d.charge_to;
             m.last_server = d.last_server;
             if let Some(want) = d.want {
@@ -779,9 +846,19 @@ impl Runtime {
         self.forget(now, &gone);
     }
 
-    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop wakes it early.
+    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop or a sensor event wakes it
+    /// early.
     pub fn sleep_until(&self, deadline: u64) {
-        self.guard.sleep_until(deadline);
+        self.guard
+            .sleep_until(deadline, sensor::wake_fd(self.sensor.as_ref()));
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let woke = rtbox_linux::monotonic_ns();
+            tracing::trace!(
+                early_us = deadline.saturating_sub(woke) / 1000,
+                late_us = woke.saturating_sub(deadline) / 1000,
+                "loop woke"
+            );
+        }
     }
 
     /// When the backstop's stops were taken back by the loop (core time), for figures.
@@ -796,7 +873,7 @@ impl Runtime {
 
     /// The step cost admission assumes (`--loop-step-us`), ns.
     pub fn admitted_step(&self) -> Nanos {
-        self.opts.step_cost
+        self.loop_cost().step
     }
 
     /// Members the backstop stopped because the loop was late (see `backstop.rs`).
@@ -820,9 +897,26 @@ impl Runtime {
         let budget_left = self
             .sched
             .min_budget_left_with_work(|s| with_work.contains(&s));
+        let exhausting_here =
+            self.pin.cpu().is_some() && self.pin.cpu() == self.sched.next_exhaustion_cpu();
+        let timer = self.sched.next_timer().map(|t| {
+            if exhausting_here && self.sched.next_replenishment() != Some(t) {
+                wakeup::after_own_step(t, self.step_started, now)
+            } else {
+                t
+            }
+        });
+        tracing::trace!(
+            now,
+            timer = ?timer.map(|t| t as i64 - now as i64),
+            step_us = now.saturating_sub(self.step_started) / 1000,
+            exhausting_here,
+            budget_left = ?budget_left,
+            "next wake-up"
+        );
         wakeup_time(
             now,
-            self.sched.next_timer(),
+            timer,
             self.sched.next_replenishment(),
             self.poll_interval(),
             budget_left,
@@ -838,7 +932,13 @@ impl Runtime {
     /// only throttled servers, or servers with plenty of budget, it sleeps longer: the poll
     /// was most of the loop's CPU use (docs/benchmarks-runtime.md).
     pub fn poll_interval(&self) -> Nanos {
-        self.sched.poll_interval(&self.opts.loop_cost())
+        let poll = self.sched.poll_interval(&self.loop_cost());
+        // With the BPF sensor only threads entering attached cgroups from outside go unseen.
+        if self.sensor.is_some() && self.members.has_cgroup_attachments() {
+            poll.min(self.opts.scan)
+        } else {
+            poll
+        }
     }
 
     /// Per-server view for status and metrics (counters cumulative across box changes).

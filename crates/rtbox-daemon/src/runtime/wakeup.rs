@@ -49,6 +49,16 @@ pub fn wakeup_time(
     }
 }
 
+/// The exhaustion time `t` planned at the start of a step (`step_started`), moved by the step's
+/// own length when the step ran on the CPU of the member that exhausts: the loop (FIFO 98)
+/// preempted that member for the whole step, so its budget lasts that much longer. Without
+/// this the loop woke to find the step's length of budget left, slept [`MIN_GRANT`], and did so
+/// again 3-5 times per exhaustion (measured with the BPF sensor, 2 ms / 10 ms box on CPU 0:
+/// 530 steps per second instead of ~200).
+pub fn after_own_step(t: Nanos, step_started: Nanos, now: Nanos) -> Nanos {
+    t + now.saturating_sub(step_started)
+}
+
 /// Where the loop should sleep: on the CPU of the next budget exhaustion; with none pending,
 /// on a CPU where no member runs (so its polls do not preempt a reclaiming member), keeping
 /// the `current` CPU when it qualifies; `None` to stay where it is.
@@ -114,6 +124,19 @@ mod tests {
 
     const MS: Nanos = 1_000_000;
     const US: Nanos = 1_000;
+
+    #[test]
+    fn an_exhaustion_moves_by_the_steps_own_length() {
+        assert_eq!(
+            after_own_step(10 * MS, 8 * MS, 8 * MS + 40 * US),
+            10 * MS + 40 * US
+        );
+        assert_eq!(
+            after_own_step(10 * MS, 8 * MS, 7 * MS),
+            10 * MS,
+            "clock skew moves nothing"
+        );
+    }
 
     #[test]
     fn a_replenishment_due_during_the_step_runs_at_once_issue_5() {

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: (MIT OR Apache-2.0) OR GPL-2.0
+//
+// The rtbox sensor: what the enforcement loop needs to know about its members, kept by the
+// scheduler's own tracepoints instead of polled.
+//
+// - Runtime: each member's `se.sum_exec_runtime` (the clock SCHED_DEADLINE charges with; it
+//   leaves out host steal where the kernel accounts steal) at every switch, plus the time it
+//   was switched in while it runs. The loop computes a running member's consumption from these
+//   two without a system call.
+// - Readiness: running, runnable (preempted or woken) or blocked, from sched_switch's
+//   prev_state and sched_wakeup.
+// - Wake-ups of the loop, through a ring buffer, only when its core must decide: a server
+//   gains its first or loses its last runnable member, a member forks (a new thread or process
+//   to place) or exits.
+//
+// Members and their servers are written by the daemon: `members` maps a tid to a slot of
+// `figs`, a global array the daemon reads and writes through libbpf's memory mapping.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "sensor.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RTBOX_MAX_MEMBERS);
+	__type(key, __u32);   /* tid */
+	__type(value, __u32); /* slot in figs */
+} members SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* Memory-mapped by the daemon (libbpf maps .bss of a loaded object); one struct, so the
+ * layout is fixed (src/figs.rs). */
+struct {
+	struct rtbox_fig figs[RTBOX_MAX_MEMBERS];
+	/* Runnable members counted per server slot (a member counts under the server it was
+	 * counted for, until it blocks or is seen running for another server). */
+	__s32 runnable[RTBOX_MAX_SERVERS];
+	/* Events the ring buffer could not take: the loop then scans everything. */
+	__u64 lost_events;
+} shared;
+
+static __always_inline struct rtbox_fig *fig_of(__u32 tid)
+{
+	__u32 *slot = bpf_map_lookup_elem(&members, &tid);
+	if (!slot || *slot >= RTBOX_MAX_MEMBERS)
+		return 0;
+	return &shared.figs[*slot];
+}
+
+static __always_inline void emit(__u32 kind, __u32 tid, __u32 pid, __u32 arg)
+{
+	struct rtbox_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&shared.lost_events, 1);
+		return;
+	}
+	e->kind = kind;
+	e->tid = tid;
+	e->pid = pid;
+	e->arg = arg;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* One runnable member less on server `s`; the loop is told when it was the last one. */
+static __always_inline void server_dec(__s32 s, int quiet)
+{
+	if (s < 0 || s >= RTBOX_MAX_SERVERS)
+		return;
+	if (__sync_fetch_and_add(&shared.runnable[s], -1) == 1 && !quiet)
+		emit(RTBOX_EV_SERVER_IDLE, 0, 0, s);
+}
+
+/* One runnable member more on server `s`; the loop is told when it is the first one. */
+static __always_inline void server_inc(__s32 s, int quiet)
+{
+	if (s < 0 || s >= RTBOX_MAX_SERVERS)
+		return;
+	if (__sync_fetch_and_add(&shared.runnable[s], 1) == 0 && !quiet)
+		emit(RTBOX_EV_SERVER_ACTIVE, 0, 0, s);
+}
+
+/* Keep the per-server counts equal to the members' readiness: a runnable member is counted
+ * once, under its current server; a blocked one not at all. */
+static __always_inline void settle(struct rtbox_fig *f, int ready)
+{
+	__s32 counted = f->counted;
+	__s32 server = (__s32)f->server;
+	int quiet = f->quiet;
+
+	if (ready) {
+		if (counted == server)
+			return;
+		f->counted = server;
+		/* A runnable member counted elsewhere was moved by the loop itself (global
+		 * placement): neither server's change is news to it. */
+		server_inc(server, quiet || counted >= 0);
+		if (counted >= 0)
+			server_dec(counted, 1);
+	} else if (counted >= 0) {
+		f->counted = -1;
+		server_dec(counted, quiet);
+	}
+}
+
+static __always_inline void begin(struct rtbox_fig *f)
+{
+	__sync_fetch_and_add(&f->seq, 1);
+}
+
+static __always_inline void end(struct rtbox_fig *f)
+{
+	__sync_fetch_and_add(&f->seq, 1);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct rtbox_fig *f;
+
+	f = fig_of(BPF_CORE_READ(prev, pid));
+	if (f) {
+		/* An exited member may still be switched before it is gone: it stays exited. */
+		int exited = f->state == RTBOX_EXITED;
+		int ready = !exited && (preempt || prev_state == 0);
+
+		begin(f);
+		f->sum_ns = BPF_CORE_READ(prev, se.sum_exec_runtime);
+		f->on_cpu_since = 0;
+		if (!exited)
+			f->state = ready ? RTBOX_RUNNABLE : RTBOX_BLOCKED;
+		f->switches++;
+		end(f);
+		settle(f, ready);
+	}
+	f = fig_of(BPF_CORE_READ(next, pid));
+	if (f && f->state != RTBOX_EXITED) {
+		begin(f);
+		f->sum_ns = BPF_CORE_READ(next, se.sum_exec_runtime);
+		f->on_cpu_since = now;
+		f->cpu = bpf_get_smp_processor_id();
+		f->state = RTBOX_RUNNING;
+		end(f);
+		settle(f, 1);
+	}
+	return 0;
+}
+
+static __always_inline int woken(struct task_struct *p)
+{
+	struct rtbox_fig *f = fig_of(BPF_CORE_READ(p, pid));
+
+	if (!f || f->state == RTBOX_EXITED)
+		return 0;
+	begin(f);
+	if (f->state == RTBOX_BLOCKED)
+		f->state = RTBOX_RUNNABLE;
+	f->wakeups++;
+	end(f);
+	settle(f, 1);
+	/* A thaw's wake-up was the loop's own doing; later changes are news again. */
+	f->quiet = 0;
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(rtbox_wakeup, struct task_struct *p)
+{
+	return woken(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(rtbox_wakeup_new, struct task_struct *p)
+{
+	return woken(p);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(rtbox_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptid = BPF_CORE_READ(parent, pid);
+
+	if (fig_of(ptid))
+		emit(RTBOX_EV_FORK, BPF_CORE_READ(child, pid), BPF_CORE_READ(child, tgid), ptid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(rtbox_exit, struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct rtbox_fig *f = fig_of(tid);
+
+	if (!f)
+		return 0;
+	begin(f);
+	f->state = RTBOX_EXITED;
+	end(f);
+	/* The exit is reported whether or not a stop is in force. */
+	f->quiet = 0;
+	settle(f, 0);
+	emit(RTBOX_EV_EXIT, tid, BPF_CORE_READ(p, tgid), 0);
+	return 0;
+}

@@ -1,0 +1,141 @@
+//! The sensor on the real kernel (root): readiness events, exact runtime off CPU, fork and exit.
+//! Without root or without a loadable program the test says why and checks that the refusal is
+//! typed.
+
+use rtbox_bpf::{now_ns, Event, Registration, Sensor, SensorError, State};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// This thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Consumes `d` of CPU time (not wall time: the machine may be busy).
+fn spin(d: Duration) {
+    let end = thread_cpu_ns() + d.as_nanos() as u64;
+    while thread_cpu_ns() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// The kernel's sum_exec_runtime of a thread of this process (first field of its schedstat).
+fn schedstat_ns(tid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
+    s.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Waits up to 2 s for events matching `want`, draining as it goes.
+fn wait_for(sensor: &Sensor, seen: &mut Vec<Event>, want: impl Fn(&Event) -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        seen.extend(sensor.drain());
+        if seen.iter().any(&want) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+#[test]
+fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
+    let sensor = match Sensor::load() {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            eprintln!("sensor test skipped: {e} (root: {root})");
+            assert!(matches!(e, SensorError::NotBuilt(_) | SensorError::Load(_)));
+            assert!(
+                !root || matches!(e, SensorError::NotBuilt(_)),
+                "root could not load: {e}"
+            );
+            return;
+        }
+    };
+    let (go_tx, go_rx) = mpsc::channel::<u32>();
+    let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+    let worker = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        // 1: spin, then block until told.
+        go_rx.recv().unwrap();
+        spin(Duration::from_millis(30));
+        go_rx.recv().unwrap();
+        // 2: woken; spin, create a thread that exits, block again.
+        spin(Duration::from_millis(10));
+        let tx = tid_tx.clone();
+        let child = std::thread::spawn(move || {
+            tx.send(gettid()).unwrap();
+        });
+        child.join().unwrap();
+        go_rx.recv().unwrap();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let member = Registration::new(&sensor, tid, 5, schedstat_ns(tid), false).unwrap();
+    let mut seen = Vec::new();
+    go_tx.send(0).unwrap();
+    assert!(
+        wait_for(&sensor, &mut seen, |e| *e == Event::ServerActive(5)),
+        "no ServerActive(5) when the member woke: {seen:?}"
+    );
+    assert!(
+        wait_for(&sensor, &mut seen, |e| *e == Event::ServerIdle(5)),
+        "no ServerIdle(5) when the member blocked: {seen:?}"
+    );
+    let r = member.read(now_ns());
+    assert_eq!(r.state, State::Blocked);
+    assert!(r.exact);
+    assert_eq!(
+        r.runtime_ns,
+        schedstat_ns(tid),
+        "off CPU the figure is the kernel's own"
+    );
+    assert!(
+        r.runtime_ns >= 30_000_000,
+        "spun 30 ms, sensor says {} ns",
+        r.runtime_ns
+    );
+    assert_eq!(sensor.runnable(5), 0);
+    seen.clear();
+    go_tx.send(0).unwrap();
+    let child = tid_rx.recv().unwrap();
+    assert!(
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::Fork { tid: c, parent, .. } if *c == child && *parent == tid)
+        ),
+        "no Fork of {child} by {tid}: {seen:?}"
+    );
+    // The child is not a member: its exit is nobody's business; the member's is.
+    assert!(!seen
+        .iter()
+        .any(|e| matches!(e, Event::Exit { tid: c, .. } if *c == child)));
+    go_tx.send(0).unwrap();
+    worker.join().unwrap();
+    assert!(
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::Exit { tid: t, .. } if *t == tid)
+        ),
+        "no Exit of {tid}: {seen:?}"
+    );
+    assert_eq!(member.read(now_ns()).state, State::Exited);
+    drop(member);
+    assert!(sensor.is_empty());
+    assert_eq!(sensor.lost_events(), 0);
+}

@@ -1,0 +1,267 @@
+//! Which sensor tells the loop what its members do, and the members' clocks.
+//!
+//! - `bpf` (`rtbox_bpf`): the scheduler's tracepoints keep each member's runtime as the kernel
+//!   counts it (`sum_exec_runtime` at every switch, plus the time since its switch-in while it
+//!   runs) and its readiness, in memory the loop reads without a system call; a ring buffer
+//!   wakes the loop only when a server gains its first or loses its last runnable member, or a
+//!   member forks or exits. The loop sleeps until the core's next timer or such an event: no
+//!   poll, no perf read per member, no /proc read on the hot path.
+//! - `perf`: a perf task clock per member read every step, `/proc/<tid>/stat` for readiness,
+//!   and a poll every 1-4 ms to notice wake-ups and blocks (docs/runtime.md, steps 1, 2, 6).
+//!
+//! `auto` takes `bpf` when the program loads (root with BTF), else `perf`.
+
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use rtbox_bpf::{Event, Registration, Sensor};
+use rtbox_core::{Scheduler, ServerId};
+use rtbox_linux::perf::TaskClock;
+use rtbox_linux::{procfs, LinuxError};
+use rtbox_model::{LoopCost, Nanos, System};
+
+use super::members::{Member, Members, THAW_GRACE};
+
+/// The sensor asked for (`rtbox daemon --sensor`). The default is `perf`: measured on this
+/// project's VMs the BPF loop costs less only where the perf loop mostly polls (long periods),
+/// and more at periods of 10 ms and below (docs/benchmarks-runtime.md, "BPF sensor"), so it is
+/// chosen explicitly (`bpf`, or `auto`: bpf where it loads) until it is cheaper everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SensorChoice {
+    Bpf,
+    #[default]
+    Perf,
+    Auto,
+}
+
+impl std::str::FromStr for SensorChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bpf" => Ok(SensorChoice::Bpf),
+            "perf" => Ok(SensorChoice::Perf),
+            "auto" => Ok(SensorChoice::Auto),
+            _ => Err(format!("unknown sensor {s:?} (bpf, perf or auto)")),
+        }
+    }
+}
+
+/// The sensor in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SensorKind {
+    Bpf,
+    Perf,
+}
+
+impl SensorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SensorKind::Bpf => "bpf",
+            SensorKind::Perf => "perf",
+        }
+    }
+
+    /// The loop's cost as admission counts it with this sensor.
+    pub fn loop_cost(self) -> LoopCost {
+        match self {
+            SensorKind::Bpf => LoopCost::BPF,
+            SensorKind::Perf => LoopCost::DEFAULT,
+        }
+    }
+}
+
+impl SensorChoice {
+    /// The sensor this choice means on a machine like this one, without loading anything
+    /// (`rtbox check`): `auto` is bpf where this binary has the program and the kernel has BTF.
+    pub fn probe(self) -> SensorKind {
+        match self {
+            SensorChoice::Perf => SensorKind::Perf,
+            SensorChoice::Bpf => SensorKind::Bpf,
+            SensorChoice::Auto if rtbox_bpf::available().is_ok() => SensorKind::Bpf,
+            SensorChoice::Auto => SensorKind::Perf,
+        }
+    }
+
+    /// The sensor `auto` would take on this machine now (loads and drops the program).
+    pub fn resolve(self) -> SensorKind {
+        match self {
+            SensorChoice::Perf => SensorKind::Perf,
+            SensorChoice::Bpf => SensorKind::Bpf,
+            SensorChoice::Auto => match Sensor::load() {
+                Ok(_) => SensorKind::Bpf,
+                Err(_) => SensorKind::Perf,
+            },
+        }
+    }
+}
+
+/// Loads the sensor for `choice`: `bpf` must load; `auto` falls back to perf, saying why.
+pub fn load(choice: SensorChoice) -> Result<Option<Arc<Sensor>>, rtbox_bpf::SensorError> {
+    match choice {
+        SensorChoice::Perf => Ok(None),
+        SensorChoice::Bpf => Sensor::load().map(|s| Some(Arc::new(s))),
+        SensorChoice::Auto => match Sensor::load() {
+            Ok(s) => Ok(Some(Arc::new(s))),
+            Err(e) => {
+                tracing::warn!(error = %e, "BPF sensor unavailable; using the perf sensor (polling)");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// The sensor's server slot of a core server (`None`: not placed).
+pub fn slot(server: Option<ServerId>) -> u32 {
+    server.map_or(rtbox_bpf::MAX_SERVERS as u32 - 1, |s| s.0)
+}
+
+/// A member's CPU clock: its perf task clock, or its figures in the BPF sensor.
+#[derive(Debug, Clone)]
+pub enum MemberClock {
+    Perf(Arc<TaskClock>),
+    Bpf(Arc<Registration>),
+}
+
+impl MemberClock {
+    /// The member's clock from `sensor` when there is one (starting from the kernel's figure
+    /// and readiness in /proc), else its perf task clock.
+    pub fn open(tid: i32, sensor: Option<&Arc<Sensor>>) -> Result<Self, String> {
+        match sensor {
+            Some(s) => {
+                let runtime = procfs::SchedstatFile::open(tid)
+                    .map_err(|e| e.to_string())?
+                    .sum_exec_runtime()
+                    .ok_or("schedstat unreadable")?;
+                let ready = procfs::stat(tid).is_ok_and(|st| st.runnable());
+                Registration::new(s, tid as u32, slot(None), runtime, ready)
+                    .map(|r| MemberClock::Bpf(Arc::new(r)))
+                    .map_err(|e| e.to_string())
+            }
+            None => TaskClock::open(tid)
+                .map(|c| MemberClock::Perf(Arc::new(c)))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// CPU time consumed so far, ns.
+    pub fn read(&self) -> Result<u64, LinuxError> {
+        match self {
+            MemberClock::Perf(c) => c.read(),
+            MemberClock::Bpf(r) => Ok(r.runtime_now()),
+        }
+    }
+
+    /// The loop is about to stop the member (its block wakes nobody).
+    pub fn quiet(&self) {
+        if let MemberClock::Bpf(r) = self {
+            r.quiet();
+        }
+    }
+
+    /// Tells the sensor the member's server.
+    pub fn place(&self, server: Option<ServerId>) {
+        if let MemberClock::Bpf(r) = self {
+            r.set_server(slot(server));
+        }
+    }
+}
+
+/// Charges a member whose clock is the BPF sensor's and tells the core whether it is
+/// runnable (the sensor's step 1 and 2).
+///
+/// The figure of a running member is its kernel runtime at switch-in plus wall time since, so
+/// host steal is charged while it runs; at its next switch the kernel's own figure (which
+/// leaves steal out) comes back lower. That difference is the steal: the charge follows the
+/// kernel's figure, and the steal is refunded by the rule of the perf path (`charge.rs`):
+/// only to a server that throttled the member, whose budget is already the next period's.
+/// Readiness: frozen (a frozen member is blocked for the kernel but wants to run), thawed and
+/// not yet seen running ([`THAW_GRACE`]), or runnable or running for the kernel.
+pub fn charge_bpf(m: &mut Member, reg: &Registration, sched: &mut Scheduler, now: Nanos) {
+    let r = reg.read(rtbox_bpf::now_ns());
+    let frozen = m.frozen();
+    let last = m.charge.last();
+    if r.runtime_ns > last {
+        let d = m.charge.advance(r.runtime_ns);
+        m.thawed_at = None;
+        if let Some(s) = m.charge_to {
+            let _ = sched.charge(now, s, d);
+        }
+    } else if r.runtime_ns < last && r.exact {
+        let steal = m.charge.rewind(r.runtime_ns);
+        if let Some(s) = m.charge_to.or(m.last_server) {
+            if frozen && sched.server(s).throttled {
+                let _ = sched.refund(s, steal);
+            }
+        }
+    }
+    let thawing = m
+        .thawed_at
+        .is_some_and(|t| now.saturating_sub(t) < THAW_GRACE);
+    let ready = frozen || thawing || r.state.ready();
+    if ready != m.ready {
+        m.ready = ready;
+        let _ = if ready {
+            sched.wake(now, m.task, None)
+        } else {
+            sched.block(now, m.task)
+        };
+    }
+}
+
+/// Takes the sensor's events (which woke the loop): a thread or process forked by a member
+/// joins the member's box at once (the fork's parent is a member by the program's check); an
+/// exited member leaves. Readiness changes need nothing here: the charge phase reads them.
+pub fn take_events(
+    sensor: &Sensor,
+    members: &mut Members,
+    sched: &mut Scheduler,
+    system: &System,
+    now: Nanos,
+) {
+    for e in sensor.drain() {
+        tracing::trace!(event = ?e, "sensor event");
+        match e {
+            Event::Fork { tid, parent, .. } => {
+                let (tid, parent) = (tid as i32, parent as i32);
+                let Some(bx) = members.by_tid.get(&parent).map(|m| m.box_name.clone()) else {
+                    continue;
+                };
+                if system.get(&bx).is_some() && !members.by_tid.contains_key(&tid) {
+                    members.add_threads(sched, &bx, &[tid]);
+                }
+            }
+            Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
+            Event::ServerActive(_) | Event::ServerIdle(_) => {}
+        }
+    }
+}
+
+/// The sensor's descriptor to sleep on, if the loop uses it.
+pub fn wake_fd(sensor: Option<&Arc<Sensor>>) -> Option<BorrowedFd<'_>> {
+    // SAFETY: the epoll descriptor lives as long as the sensor, which outlives the borrow.
+    sensor.map(|s| unsafe { BorrowedFd::borrow_raw(s.fd()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_parse_and_kinds_have_their_loop_cost() {
+        assert_eq!("bpf".parse::<SensorChoice>(), Ok(SensorChoice::Bpf));
+        assert_eq!("perf".parse::<SensorChoice>(), Ok(SensorChoice::Perf));
+        assert_eq!("auto".parse::<SensorChoice>(), Ok(SensorChoice::Auto));
+        assert!("ebpf"
+            .parse::<SensorChoice>()
+            .unwrap_err()
+            .contains("bpf, perf or auto"));
+        assert_eq!(SensorChoice::Perf.resolve(), SensorKind::Perf);
+        assert_eq!(SensorKind::Perf.loop_cost(), LoopCost::DEFAULT);
+        assert!(
+            SensorKind::Bpf.loop_cost().poll > LoopCost::DEFAULT.scan,
+            "no poll with bpf"
+        );
+        assert_eq!(slot(Some(ServerId(3))), 3);
+        assert_eq!(slot(None), rtbox_bpf::MAX_SERVERS as u32 - 1);
+    }
+}

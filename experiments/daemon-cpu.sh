@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The daemon's own CPU use with each sensor (issue 14): one busy-loop member per box, the
+# daemon's CPU from its own /proc/PID/task/*/schedstat over SECONDS (default 10), the members'
+# CPU beside it. Then the same 2 ms / 10 ms box on CPUs 0-1 with one busy member and N sleeping
+# member processes. Prints markdown tables. Root; holds the machine-wide realtime lock per run.
+# usage: experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")]
+#        ROWS="3 4" runs only those rows of the first table (1-4; default all).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "daemon-cpu: needs root; skipped"; exit 0; fi
+SECS=${1:-10}
+SENSORS=${2:-bpf perf}
+SLEEPERS=${3:-0 50 200 500 1000}
+export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+cargo build --release -q -p rtbox-cli
+RTBOX=$PWD/target/release/rtbox
+DIR=$(mktemp -d /tmp/rtbox-daemon-cpu.XXXXXX)
+SOCK=$DIR/rtbox.sock
+trap 'rm -rf "$DIR"' EXIT
+
+# Sum of the first schedstat field (ns on CPU) of every thread of process $1.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s}'; }
+
+# run SENSOR BOXARGS MEMBERS SLEEPERS: prints "daemon_cpu members_cpu sensor_in_use"
+run() {
+  local sensor=$1 boxargs=$2 members=$3 sleepers=$4
+  flock /tmp/rtbox-realtime.lock bash -c '
+    set -euo pipefail
+    RTBOX=$1; SOCK=$2; DIR=$3; sensor=$4; boxargs=$5; members=$6; sleepers=$7; SECS=$8
+    cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk "{s += \$1} END {printf \"%d\", s}"; }
+    "$RTBOX" daemon --sensor "$sensor" --socket "$SOCK" --state "$DIR/state.json" --log-level warn 2>"$DIR/daemon.log" &
+    d=$!
+    for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+    pids=()
+    cleanup() { kill "${pids[@]}" 2>/dev/null || true; kill -TERM $d 2>/dev/null || true; wait $d 2>/dev/null || true; }
+    trap cleanup EXIT
+    for _ in $(seq 50); do $RTBOX box create B $boxargs --socket "$SOCK" >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq "$members"); do
+      sh -c "while :; do :; done" & pids+=($!)
+      $RTBOX attach B --pid $! --socket "$SOCK" >/dev/null
+    done
+    for _ in $(seq "$sleepers"); do
+      sleep 100000 & pids+=($!)
+      $RTBOX attach B --pid $! --socket "$SOCK" >/dev/null
+    done
+    sleep 2
+    d0=$(cpu_ns $d); m0=0; for p in "${pids[@]:0:$members}"; do m0=$((m0 + $(cpu_ns $p))); done
+    sleep "$SECS"
+    d1=$(cpu_ns $d); m1=0; for p in "${pids[@]:0:$members}"; do m1=$((m1 + $(cpu_ns $p))); done
+    used=$($RTBOX status --json --socket "$SOCK" | python3 -c "import json,sys; print(json.load(sys.stdin).get(\"sensor\",\"?\"))")
+    awk -v d=$((d1 - d0)) -v m=$((m1 - m0)) -v s="$SECS" -v u="$used" "BEGIN {printf \"%.4f %.4f %s\n\", d / s / 1e9, m / s / 1e9, u}"
+  ' _ "$RTBOX" "$SOCK" "$DIR" "$sensor" "$boxargs" "$members" "$sleepers" "$SECS"
+}
+
+CASES=(
+  "2 ms / 10 ms on CPU 0, 1 member|--budget 2ms --period 10ms --cpus 0|1|0.004"
+  "20 ms / 100 ms on CPU 0, 1 member|--budget 20ms --period 100ms --cpus 0|1|0.001"
+  "1 ms / 10 ms on CPUs 0-1, 2 members|--budget 1ms --period 10ms --cpus 0-1|2|0.008"
+  "200 us / 1 ms on CPU 0, 1 member|--budget 200us --period 1ms --cpus 0|1|0.03"
+)
+echo "Daemon CPU, ${SECS} s per run (members' CPU in brackets: the reservation is budget/period per member's CPU)"
+echo
+printf '| box |'; for s in $SENSORS; do printf ' %s daemon CPU (members) |' "$s"; done; printf ' target (bpf) |\n'
+printf '|---|'; for _ in $SENSORS; do printf -- '---|'; done; printf -- '---|\n'
+row=0
+for c in "${CASES[@]}"; do
+  row=$((row + 1))
+  if [ -n "${ROWS:-}" ] && ! grep -qw "$row" <<<"$ROWS"; then continue; fi
+  IFS='|' read -r name args members target <<<"$c"
+  printf '| %s |' "$name"
+  for s in $SENSORS; do
+    read -r dcpu mcpu used < <(run "$s" "$args" "$members" 0)
+    printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
+  done
+  printf ' <= %s |\n' "$target"
+done
+echo
+echo "Sleeping members: 2 ms / 10 ms box on CPUs 0-1, one busy member plus N sleeping member processes"
+echo
+printf '| N |'; for s in $SENSORS; do printf ' %s daemon CPU (busy member) |' "$s"; done; printf '\n'
+printf '|---|'; for _ in $SENSORS; do printf -- '---|'; done; printf '\n'
+for n in $SLEEPERS; do
+  printf '| %s |' "$n"
+  for s in $SENSORS; do
+    read -r dcpu mcpu used < <(run "$s" "--budget 2ms --period 10ms --cpus 0-1" 1 "$n")
+    printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
+  done
+  printf '\n'
+done
