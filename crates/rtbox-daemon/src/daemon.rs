@@ -686,6 +686,7 @@ fn dispatch(
                         "policy": b.policy.name(),
                         "users": access.users(&b.name),
                         "members": rt.member_tids(&b.name),
+                        "stops": crate::status::member_stops(rt, &b.name),
                     })
                 })
                 .collect();

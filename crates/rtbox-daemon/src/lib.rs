@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod runtime;
 pub mod start;
+pub mod status;
 
 pub use daemon::{run, DaemonConfig, DaemonError, ReloadError, UserError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO, PRIO_HI, PRIO_LO};

@@ -24,6 +24,8 @@ pub mod guard;
 pub mod localprio;
 pub mod members;
 pub mod periods;
+pub mod rtgrants;
+pub mod stops;
 pub mod wakeup;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,6 +37,7 @@ use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
+use rtbox_linux::stopgroup::Stop;
 use rtbox_model::{admit_with_loop, BoxSpec, LoopCost, Mode, Nanos, Platform, System};
 
 use apply::Applied;
@@ -314,6 +317,19 @@ impl Runtime {
 
     pub fn member_tids(&self, box_name: &str) -> Vec<i32> {
         self.members.tids_of(box_name)
+    }
+
+    /// Each member of `box_name`: its tid, its process and how it is stopped when throttled
+    /// (`rtbox status`).
+    pub fn member_stops(&self, box_name: &str) -> Vec<(i32, i32, Option<Stop>)> {
+        self.members
+            .tids_of(box_name)
+            .into_iter()
+            .map(|t| {
+                let pid = self.members.by_tid.get(&t).map_or(t, |m| m.pid);
+                (t, pid, self.members.stops.get(t).cloned())
+            })
+            .collect()
     }
 
     pub fn member_count(&self) -> usize {

@@ -1,0 +1,336 @@
+//! Issue 15: membership keeps every cgroup. The real daemon against processes in a cgroup of
+//! their own: while managed every v1 line of /proc/PID/cgroup is unchanged and the v2 line is
+//! inside the process's own cgroup (its threaded stop group); `detach --cgroup` releases every
+//! thread it attached; where the kernel refuses a threaded child the member is stopped by
+//! SCHED_IDLE and moves nowhere; release, SIGTERM and kill -9 put every thread back and remove
+//! the stop groups. Needs root and cgroup v2; otherwise each test prints why it skips.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rtbox_linux::cgroup;
+use rtbox_linux::sched;
+use rtbox_linux::stopgroup::keeps_cgroups;
+
+mod root;
+use root::{hog, root_or_skip, state, Proc};
+
+/// A v2 cgroup of the test's own, removed at the end (its processes are killed first).
+struct TestCgroup {
+    rel: String,
+    dir: PathBuf,
+}
+
+impl TestCgroup {
+    fn new(v2: &Path, tag: &str) -> TestCgroup {
+        let rel = format!("/rtbox-test-{tag}-{}", std::process::id());
+        let dir = v2.join(rel.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).expect("create test cgroup");
+        TestCgroup { rel, dir }
+    }
+
+    fn enter(&self, sub: &str, pid: i32) {
+        let d = self.dir.join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cgroup.procs"), pid.to_string()).expect("move into test cgroup");
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Deepest first; a directory left behind by rtbox would make this fail loudly in the
+        // tests' own assertions before.
+        let mut dirs = vec![];
+        let mut todo = vec![self.dir.clone()];
+        while let Some(d) = todo.pop() {
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                for e in rd.flatten() {
+                    if e.path().is_dir() {
+                        todo.push(e.path());
+                    }
+                }
+            }
+            dirs.push(d);
+        }
+        for d in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+struct Daemon {
+    dir: PathBuf,
+    sock: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    fn start(tag: &str) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("rtbox-cg-{tag}-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let sock = dir.join("sock");
+        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&sock)
+            .arg("--state")
+            .arg(dir.join("state.json"))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start daemon");
+        let t0 = Instant::now();
+        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sock.exists(), "daemon socket did not appear");
+        Daemon {
+            dir,
+            sock,
+            child: Some(child),
+        }
+    }
+
+    fn rtbox(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+            .args(args)
+            .arg("--socket")
+            .arg(&self.sock)
+            .output()
+            .expect("run rtbox");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out) = self.rtbox(args);
+        assert_eq!(code, 0, "rtbox {args:?}: {out}");
+        out
+    }
+
+    /// The stop mechanism of each member of `box_name` (`rtbox status --json`).
+    fn stops(&self, box_name: &str) -> Vec<serde_json::Value> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.ok(&["status", "--json"])).expect("status JSON");
+        v["boxes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == box_name)
+            .expect("box")["stops"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn signal(&mut self, sig: i32) {
+        let mut c = self.child.take().expect("daemon");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, sig) };
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.signal(libc::SIGTERM);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Every thread's /proc/.../cgroup text, by tid.
+fn cgroup_lines(pid: i32) -> Vec<(i32, String)> {
+    rtbox_linux::procfs::threads_of(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            let text =
+                std::fs::read_to_string(format!("/proc/{pid}/task/{t}/cgroup")).unwrap_or_default();
+            (t, text)
+        })
+        .collect()
+}
+
+/// Asserts the rule for every thread of `pid` against `before`.
+fn assert_rule(pid: i32, before: &[(i32, String)], when: &str) {
+    for (t, now) in cgroup_lines(pid) {
+        if let Some((_, b)) = before.iter().find(|(bt, _)| *bt == t) {
+            if let Err(e) = keeps_cgroups(b, &now) {
+                panic!("{when}: thread {t} of process {pid}: {e}");
+            }
+        }
+    }
+}
+
+/// Polls until every thread of every process is back: the same cgroup lines, a normal policy.
+fn wait_back(procs: &[(i32, Vec<(i32, String)>)], limit: Duration, when: &str) {
+    let t0 = Instant::now();
+    loop {
+        let back = procs.iter().all(|(pid, before)| {
+            cgroup_lines(*pid) == *before && !sched::get_attr(*pid).unwrap().is_rt()
+        });
+        if back {
+            eprintln!("{when}: back after {:?}", t0.elapsed());
+            return;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "{when}: not back after {limit:?}: {:?}",
+            procs
+                .iter()
+                .map(|(p, _)| cgroup_lines(*p))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// No stop group left anywhere below `dir`.
+fn no_stop_groups(dir: &Path) -> bool {
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                if e.file_name().to_string_lossy().starts_with("rtbox-t") {
+                    return false;
+                }
+                todo.push(e.path());
+            }
+        }
+    }
+    true
+}
+
+fn setup(name: &str) -> Option<(root::Turn, PathBuf)> {
+    if !root_or_skip(name, "real SCHED_FIFO threads, cgroups") {
+        return None;
+    }
+    let Some(v2) = cgroup::detect().ok().and_then(|l| l.v2) else {
+        eprintln!("{name}: skipped: no cgroup v2 hierarchy on this machine");
+        return None;
+    };
+    Some((root::realtime_turn(), v2))
+}
+
+/// Issue 15: attach by cgroup keeps every member inside its cgroup (v1 lines unchanged, v2
+/// inside), `status` names the freeze of its own stop group, `detach --cgroup` releases every
+/// thread it attached, and SIGTERM and kill -9 of the daemon put every thread back.
+#[test]
+fn members_stay_in_their_cgroup_and_detach_cgroup_releases_all() {
+    let Some((_turn, v2)) = setup("members_stay_in_their_cgroup_and_detach_cgroup_releases_all")
+    else {
+        return;
+    };
+    let cg = TestCgroup::new(&v2, "keep");
+    let hogs: Vec<Proc> = vec![hog(), hog()];
+    let pids: Vec<i32> = hogs.iter().map(|h| h.0.id() as i32).collect();
+    for &p in &pids {
+        cg.enter("app", p);
+    }
+    let app = cg.dir.join("app");
+    let app_s = app.to_str().unwrap().to_string();
+    let before: Vec<(i32, Vec<(i32, String)>)> =
+        pids.iter().map(|&p| (p, cgroup_lines(p))).collect();
+
+    for round in ["detach", "SIGTERM", "kill -9"] {
+        let mut d = Daemon::start("keep");
+        d.ok(&[
+            "box", "create", "A", "--budget", "10ms", "--period", "100ms", "--cpus", "0",
+        ]);
+        let out = d.ok(&["attach", "A", "--cgroup", &app_s]);
+        assert!(out.contains("attached 2 threads"), "{round}: {out}");
+        // Managed for a while: FIFO, each in its own stop group inside `app`, throttled and
+        // thawed by freezes.
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(600) {
+            for (pid, b) in &before {
+                assert_rule(*pid, b, round);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            pids.iter().any(|&p| sched::get_attr(p).unwrap().is_rt()),
+            "{round}: no member at a real-time policy"
+        );
+        for &p in &pids {
+            let v2_line = cgroup::thread_cgroups(p).unwrap().v2.unwrap();
+            assert_eq!(v2_line, format!("{}/app/rtbox-t{p}", cg.rel), "{round}");
+        }
+        let stops = d.stops("A");
+        assert_eq!(stops.len(), 2, "{stops:?}");
+        for s in &stops {
+            assert_eq!(s["mechanism"], "freeze", "{s}");
+            assert!(s["group"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{}/app/", cg.rel)));
+        }
+        let text = d.ok(&["status"]);
+        assert!(text.contains("stop by freeze"), "{text}");
+        match round {
+            "detach" => {
+                let out = d.ok(&["detach", "--cgroup", &app_s]);
+                assert!(out.contains("released 2 threads"), "{out}");
+                wait_back(&before, Duration::from_secs(1), round);
+            }
+            "SIGTERM" => {
+                d.signal(libc::SIGTERM);
+                wait_back(&before, Duration::from_secs(2), round);
+            }
+            _ => {
+                d.signal(libc::SIGKILL);
+                wait_back(&before, Duration::from_secs(3), round);
+            }
+        }
+        assert!(no_stop_groups(&cg.dir), "{round}: a stop group was left");
+    }
+}
+
+/// Issue 15: where the kernel refuses a threaded child (the member's cgroup has a populated
+/// domain child), the member is stopped by SCHED_IDLE: nothing moves, `status` says why, and
+/// its box still holds it back.
+#[test]
+fn where_the_kernel_refuses_a_stop_group_nothing_moves() {
+    let Some((_turn, v2)) = setup("where_the_kernel_refuses_a_stop_group_nothing_moves") else {
+        return;
+    };
+    let cg = TestCgroup::new(&v2, "refuse");
+    let h = hog();
+    let pid = h.0.id() as i32;
+    cg.enter("app", pid);
+    let other = Proc(Command::new("sleep").arg("600").spawn().unwrap());
+    cg.enter("app/sub", other.0.id() as i32);
+    let before = cgroup_lines(pid);
+    let orig = state(pid);
+    let mut d = Daemon::start("refuse");
+    d.ok(&[
+        "box", "create", "A", "--budget", "10ms", "--period", "100ms", "--cpus", "0",
+    ]);
+    d.ok(&["attach", "A", "--pid", &pid.to_string()]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cgroup_lines(pid), before, "nothing moved");
+    let stops = d.stops("A");
+    assert_eq!(stops.len(), 1, "{stops:?}");
+    assert_eq!(stops[0]["mechanism"], "idle", "{stops:?}");
+    assert!(
+        stops[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{}/app", cg.rel)),
+        "{stops:?}"
+    );
+    assert!(d.ok(&["status"]).contains("stop by SCHED_IDLE"));
+    d.signal(libc::SIGTERM);
+    wait_back(&[(pid, before)], Duration::from_secs(2), "SIGTERM");
+    assert_eq!(state(pid), orig, "policy, affinity and cgroups back");
+    assert!(no_stop_groups(&cg.dir));
+    drop(other);
+    drop(h);
+}
