@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # Debian packages used by the runtime experiments and tests (rt-app workloads, cyclictest,
-# stress-ng load). Keep this list in sync with docs/runtime.md.
-APT_PACKAGES=(rt-app rt-tests stress-ng)
+# stress-ng load; Podman with runc and a static busybox for the container tests, whose image is
+# built locally with `podman import`). Keep this list in sync with docs/runtime.md.
+APT_PACKAGES=(rt-app rt-tests stress-ng podman runc busybox-static)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -64,6 +64,7 @@ pub fn run(args: Args) -> ExitCode {
         box_name: args.box_name,
         pid: Some(std::process::id() as i32),
         cgroup: None,
+        container: None,
     };
     if let Err(code) = crate::client::call("exec", &args.socket, &req) {
         return code;

@@ -334,3 +334,219 @@ fn where_the_kernel_refuses_a_stop_group_nothing_moves() {
     drop(other);
     drop(h);
 }
+
+/// Podman with what this machine needs (`docs/runtime.md`, containers): runc (crun refuses the
+/// hybrid layout) and limits below the VM's hard limits.
+fn podman(args: &[&str]) -> (bool, String) {
+    let out = Command::new("podman").args(args).output().expect("podman");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+            + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+const IMAGE: &str = "localhost/rtbox-test-busybox:latest";
+
+/// The test image, from this machine's busybox (no registry needed): `podman import` of a root
+/// file system holding the static busybox and its `sh` link.
+fn test_image() -> Result<(), String> {
+    if podman(&["image", "exists", IMAGE]).0 {
+        return Ok(());
+    }
+    let bb = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or("no busybox binary (package busybox-static)")?;
+    let root = std::env::temp_dir().join(format!("rtbox-image-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy(bb, root.join("bin/busybox")).map_err(|e| e.to_string())?;
+    std::os::unix::fs::symlink("busybox", root.join("bin/sh")).map_err(|e| e.to_string())?;
+    let tar = root.with_extension("tar");
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .args(["-cf"])
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .is_ok_and(|s| s.success());
+    let imported = ok && podman(&["import", tar.to_str().unwrap(), IMAGE]).0;
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(&tar);
+    imported.then_some(()).ok_or("podman import failed".into())
+}
+
+/// A running busy-loop container; removed when dropped.
+struct Container(String);
+
+impl Container {
+    fn busy(name: &str) -> Container {
+        let (ok, out) = podman(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--runtime",
+            "runc",
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1024:1024",
+            IMAGE,
+            "sh",
+            "-c",
+            "while :; do :; done",
+        ]);
+        assert!(ok, "podman run: {out}");
+        Container(name.to_string())
+    }
+
+    fn pid(&self) -> i32 {
+        podman(&["inspect", "--format", "{{.State.Pid}}", &self.0])
+            .1
+            .trim()
+            .parse()
+            .expect("container pid")
+    }
+
+    /// The `cpu.stat` of the container's own cgroup (its v2 cgroup, which counts every thread
+    /// of its subtree).
+    fn cpu_stat(&self, v2: &Path) -> PathBuf {
+        let rel = cgroup::thread_cgroups(self.pid()).unwrap().v2.unwrap();
+        let rel = rtbox_linux::stopgroup::original_of(&rel);
+        v2.join(rel.trim_start_matches('/')).join("cpu.stat")
+    }
+}
+
+/// CPU time a cgroup used (`usage_usec` of its `cpu.stat`), us.
+fn usage_us(cpu_stat: &Path) -> u64 {
+    std::fs::read_to_string(cpu_stat)
+        .expect("cpu.stat")
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("usage_usec")
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = podman(&["rm", "-f", "-t", "0", &self.0]);
+    }
+}
+
+/// Issue 15 acceptance: two Podman containers, each a busy loop, attached by name to boxes of
+/// 0.3 and 0.2 of CPU 1, each get their share within 0.01 CPU by the kernel's accounting of
+/// the container's own cgroup; every member's /proc/PID/cgroup keeps the rule while managed,
+/// after `detach --container`, after SIGTERM and after kill -9 of the daemon; a missing
+/// container gets a clear error; a restarted container rejoins its box.
+#[test]
+fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
+    let name = "podman_containers_by_name_get_their_share_and_keep_their_cgroups";
+    let Some((_turn, v2)) = setup(name) else {
+        return;
+    };
+    if Command::new("podman").arg("--version").output().is_err() {
+        eprintln!("{name}: skipped: podman is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    if sched::online_cpus() < 2 {
+        eprintln!("{name}: skipped: needs 2 CPUs");
+        return;
+    }
+    test_image().expect("test image");
+    let tag = std::process::id();
+    let (na, nb) = (format!("rtbox-test-a-{tag}"), format!("rtbox-test-b-{tag}"));
+    let (ca, cb) = (Container::busy(&na), Container::busy(&nb));
+    let before: Vec<(i32, Vec<(i32, String)>)> = [&ca, &cb]
+        .iter()
+        .map(|c| (c.pid(), cgroup_lines(c.pid())))
+        .collect();
+    let boxes = |d: &Daemon| {
+        d.ok(&[
+            "box", "create", "A", "--budget", "30ms", "--period", "100ms", "--cpus", "1",
+        ]);
+        d.ok(&[
+            "box", "create", "B", "--budget", "20ms", "--period", "100ms", "--cpus", "1",
+        ]);
+        d.ok(&["attach", "A", "--container", &na]);
+        d.ok(&["attach", "B", "--container", &nb]);
+    };
+
+    // Shares, measured by the containers' own cgroups.
+    let mut d = Daemon::start("podman");
+    boxes(&d);
+    std::thread::sleep(Duration::from_millis(500));
+    let (fa, fb) = (ca.cpu_stat(&v2), cb.cpu_stat(&v2));
+    let (a0, b0, t0) = (usage_us(&fa), usage_us(&fb), Instant::now());
+    while t0.elapsed() < Duration::from_secs(10) {
+        for (pid, b) in &before {
+            assert_rule(*pid, b, "managed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (a1, b1) = (usage_us(&fa), usage_us(&fb));
+    let us = t0.elapsed().as_secs_f64() * 1e6;
+    let (sa, sb) = ((a1 - a0) as f64 / us, (b1 - b0) as f64 / us);
+    eprintln!("{name}: container shares {sa:.4} (box 0.3), {sb:.4} (box 0.2)");
+    assert!((sa - 0.3).abs() <= 0.01, "container A got {sa:.4} of 0.3");
+    assert!((sb - 0.2).abs() <= 0.01, "container B got {sb:.4} of 0.2");
+    for s in d.stops("A").iter().chain(d.stops("B").iter()) {
+        assert_eq!(s["mechanism"], "freeze", "{s}");
+    }
+
+    // A missing container: a clear error, nothing changes.
+    let (code, out) = d.rtbox(&["attach", "A", "--container", "rtbox-no-such-container"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("no container named \"rtbox-no-such-container\""),
+        "{out}"
+    );
+
+    // detach --container releases it; the other stays.
+    let out = d.ok(&["detach", "--container", &na]);
+    assert!(!out.contains("released 0 threads"), "{out}");
+    wait_back(&before[..1], Duration::from_secs(2), "detach --container");
+    assert!(sched::get_attr(cb.pid()).unwrap().is_rt() || !d.stops("B").is_empty());
+
+    // A restarted container rejoins (same id, same cgroup).
+    d.ok(&["attach", "A", "--container", &na]);
+    let (ok, out) = podman(&["restart", "-t", "0", &na]);
+    assert!(ok, "podman restart: {out}");
+    let new_pid = ca.pid();
+    let t0 = Instant::now();
+    while !d.stops("A").iter().any(|s| s["pid"] == new_pid) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "restarted container (process {new_pid}) did not rejoin: {:?}",
+            d.stops("A")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before: Vec<(i32, Vec<(i32, String)>)> = vec![
+        (new_pid, {
+            // Its lines before rtbox: the v2 line without the stop group.
+            cgroup_lines(new_pid)
+                .into_iter()
+                .map(|(t, l)| (t, l.replace(&format!("/rtbox-t{t}"), "")))
+                .collect()
+        }),
+        before[1].clone(),
+    ];
+
+    d.signal(libc::SIGTERM);
+    wait_back(&before, Duration::from_secs(3), "SIGTERM");
+
+    let mut d = Daemon::start("podman9");
+    boxes(&d);
+    std::thread::sleep(Duration::from_millis(500));
+    for (pid, b) in &before {
+        assert_rule(*pid, b, "managed again");
+    }
+    d.signal(libc::SIGKILL);
+    wait_back(&before, Duration::from_secs(3), "kill -9");
+    for c in [&ca, &cb] {
+        let rel = cgroup::thread_cgroups(c.pid()).unwrap().v2.unwrap();
+        assert!(no_stop_groups(&v2.join(rel.trim_start_matches('/'))));
+    }
+}

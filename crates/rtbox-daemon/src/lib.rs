@@ -7,6 +7,7 @@ pub mod access;
 pub mod backstop;
 pub mod charge;
 pub mod client;
+pub mod container;
 pub mod daemon;
 pub mod host;
 pub mod loopcost;

@@ -58,6 +58,8 @@ pub enum RuntimeError {
         uid: u32,
     },
     Linux(LinuxError),
+    /// A container named in a request could not be found or used.
+    Container(crate::container::ContainerError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -97,6 +99,7 @@ impl fmt::Display for RuntimeError {
                 "refused: box \"{box_name}\" does not list uid {uid} in its users"
             ),
             RuntimeError::Linux(e) => write!(f, "{e}"),
+            RuntimeError::Container(e) => write!(f, "{e}"),
         }
     }
 }

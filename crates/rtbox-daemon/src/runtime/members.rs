@@ -217,6 +217,17 @@ impl Members {
             .collect()
     }
 
+    /// The cgroup directories attached to boxes.
+    pub fn attached_cgroups(&self) -> Vec<PathBuf> {
+        self.attachments
+            .iter()
+            .filter_map(|a| match &a.target {
+                Target::Cgroup(d) => Some(d.clone()),
+                Target::Pid(_) => None,
+            })
+            .collect()
+    }
+
     /// Records that the backstop froze these members.
     pub fn mark_frozen(&mut self, tids: &[i32]) {
         for tid in tids {

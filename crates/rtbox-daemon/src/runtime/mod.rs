@@ -332,6 +332,16 @@ impl Runtime {
             .collect()
     }
 
+    /// The cgroup layout of this machine.
+    pub fn layout(&self) -> Layout {
+        self.members.layout.clone()
+    }
+
+    /// The cgroup directories attached to boxes.
+    pub fn attached_cgroups(&self) -> Vec<PathBuf> {
+        self.members.attached_cgroups()
+    }
+
     pub fn member_count(&self) -> usize {
         self.members.by_tid.len()
     }
