@@ -67,19 +67,35 @@ struct Daemon {
 
 impl Daemon {
     fn start(tag: &str) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("rtbox-cg-{tag}-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let sock = dir.join("sock");
-        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .arg("daemon")
+        Daemon::start_with(tag, None)
+    }
+
+    /// The daemon's command, with a config file if given.
+    fn command(dir: &Path, config: Option<&str>) -> Command {
+        let _ = std::fs::create_dir_all(dir);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtbox"));
+        cmd.arg("daemon")
             .arg("--socket")
-            .arg(&sock)
+            .arg(dir.join("sock"))
             .arg("--state")
-            .arg(dir.join("state.json"))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start daemon");
+            .arg(dir.join("state.json"));
+        if let Some(text) = config {
+            std::fs::write(dir.join("box.toml"), text).unwrap();
+            cmd.arg("--config").arg(dir.join("box.toml"));
+        }
+        cmd
+    }
+
+    fn dir(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("rtbox-cg-{tag}-{}", std::process::id()))
+    }
+
+    fn start_with(tag: &str, config: Option<&str>) -> Daemon {
+        let dir = Daemon::dir(tag);
+        let sock = dir.join("sock");
+        let mut cmd = Daemon::command(&dir, config);
+        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
+        let child = cmd.stderr(Stdio::from(log)).spawn().expect("start daemon");
         let t0 = Instant::now();
         while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
@@ -545,8 +561,57 @@ fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
     }
     d.signal(libc::SIGKILL);
     wait_back(&before, Duration::from_secs(3), "kill -9");
+
+    // By the config: `members.containers`.
+    let mut d = Daemon::start_with(
+        "podmancfg",
+        Some(&format!(
+            "[platform]\ncpus = 2\n\n[[box]]\nname = \"cfg\"\ncpus = \"1\"\ninterface.per_cpu = {{ budget = \"30ms\", period = \"100ms\" }}\nmembers = {{ containers = [\"{nb}\"] }}\n"
+        )),
+    );
+    let stops = d.stops("cfg");
+    assert!(
+        stops
+            .iter()
+            .any(|s| s["pid"] == cb.pid() && s["mechanism"] == "freeze"),
+        "{stops:?}"
+    );
+    assert_rule(cb.pid(), &before[1].1, "config member");
+    d.signal(libc::SIGTERM);
+    wait_back(
+        &before,
+        Duration::from_secs(3),
+        "SIGTERM of the config's daemon",
+    );
     for c in [&ca, &cb] {
         let rel = cgroup::thread_cgroups(c.pid()).unwrap().v2.unwrap();
         assert!(no_stop_groups(&v2.join(rel.trim_start_matches('/'))));
     }
+}
+
+/// Issue 15: a config naming a container that does not exist: the daemon refuses to start,
+/// naming the line, the box, the field and what the engines said; nothing changed.
+#[test]
+fn a_config_naming_a_missing_container_is_refused_precisely() {
+    let name = "a_config_naming_a_missing_container_is_refused_precisely";
+    let Some((_turn, _v2)) = setup(name) else {
+        return;
+    };
+    let dir = Daemon::dir("nocontainer");
+    let out = Daemon::command(
+        &dir,
+        Some("[platform]\ncpus = 2\n\n[[box]]\nname = \"cfg\"\ncpus = \"1\"\ninterface.per_cpu = { budget = \"30ms\", period = \"100ms\" }\nmembers = { containers = [\"rtbox-no-such-container\"] }\n"),
+    )
+    .output()
+    .expect("daemon");
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(
+        msg.contains(
+            "config line 7: box \"cfg\": members.containers[0] = \"rtbox-no-such-container\": no container named \"rtbox-no-such-container\""
+        ),
+        "{msg}"
+    );
+    assert!(!dir.join("sock").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
