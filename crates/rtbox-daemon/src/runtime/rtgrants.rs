@@ -10,8 +10,11 @@ use rtbox_linux::rtgrant::{self, Increment};
 use rtbox_linux::snapshot::ThreadSnapshot;
 
 /// RT runtime per (default 1 s) period a member of `box_name` may need in its cgroup: its
-/// largest server's bandwidth over the period, plus one budget (a period of RT group
-/// scheduling may hold one server period more than its share), at most the whole period.
+/// largest server's bandwidth over the period, plus two budgets (an RT period not aligned with
+/// the server's periods may hold one server period more than its share, and overruns are paid
+/// back only in the next server period) and 10 ms of slack, at most the whole period. Too
+/// little would let the kernel's RT group throttling stop the member for the rest of its 1 s
+/// period, on top of rtbox's own throttling.
 pub fn want_us(sched: &Scheduler, box_name: &str) -> i64 {
     const PERIOD_US: u128 = 1_000_000;
     sched
@@ -22,7 +25,7 @@ pub fn want_us(sched: &Scheduler, box_name: &str) -> i64 {
                 .map(|&s| {
                     let v = sched.server(s);
                     let share = (v.budget as u128 * PERIOD_US).div_ceil(v.period.max(1) as u128);
-                    (share + (v.budget as u128).div_ceil(1000)).min(PERIOD_US) as i64
+                    (share + 2 * (v.budget as u128).div_ceil(1000) + 10_000).min(PERIOD_US) as i64
                 })
                 .max()
                 .unwrap_or(0)
