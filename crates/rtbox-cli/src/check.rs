@@ -198,6 +198,9 @@ pub fn render_members(members: &[rtbox_config::BoxMembers]) -> String {
         for c in &m.comms {
             parts.push(format!("comm {c}"));
         }
+        for c in &m.containers {
+            parts.push(format!("container {c}"));
+        }
         if parts.is_empty() {
             parts.push("none".into());
         }
@@ -217,6 +220,7 @@ fn members_json(members: &[rtbox_config::BoxMembers]) -> serde_json::Value {
                     "cgroups": b.members.cgroups.iter().map(|c| c.display().to_string()).collect::<Vec<_>>(),
                     "commands": b.members.commands,
                     "comms": b.members.comms,
+                    "containers": b.members.containers,
                 })
             })
             .collect(),

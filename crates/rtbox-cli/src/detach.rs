@@ -1,4 +1,4 @@
-//! `rtbox detach --pid PID | --cgroup PATH | --box BOX`: release threads (original state back).
+//! `rtbox detach --pid PID | --cgroup PATH | --container NAME | --box BOX`: release threads (original state back).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +13,9 @@ pub struct Target {
     pub pid: Option<i32>,
     #[arg(long)]
     pub cgroup: Option<String>,
+    /// A Podman or Docker container's name or id.
+    #[arg(long)]
+    pub container: Option<String>,
     #[arg(long = "box")]
     pub box_name: Option<String>,
 }
@@ -29,6 +32,7 @@ pub fn run(args: Args) -> ExitCode {
     let req = Request::Detach {
         pid: args.target.pid,
         cgroup: args.target.cgroup,
+        container: args.target.container,
         box_name: args.target.box_name,
     };
     match crate::client::call("detach", &args.socket, &req) {

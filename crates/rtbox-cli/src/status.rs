@@ -118,6 +118,17 @@ pub fn run(args: Args) -> ExitCode {
             b["placement"].as_str().unwrap_or(""),
             n
         );
+        for m in b["stops"].as_array().into_iter().flatten() {
+            let how = match m["mechanism"].as_str() {
+                Some("freeze") => format!("freeze {}", m["group"].as_str().unwrap_or("")),
+                Some("idle") => format!("SCHED_IDLE ({})", m["reason"].as_str().unwrap_or("")),
+                _ => "-".to_string(),
+            };
+            println!(
+                "  thread {} (process {}): stop by {how}",
+                m["tid"], m["pid"]
+            );
+        }
     }
     if let Some(tasks) = tasks_table(&v["tasks"]) {
         print!("periodic tasks (jobs):\n{tasks}");

@@ -53,3 +53,25 @@ fn bad_member_is_invalid_input_with_line() {
         "{err}"
     );
 }
+
+/// Issue 15: `rtbox check` lists container members (their existence is the daemon's to check).
+#[test]
+fn check_lists_container_members() {
+    let dir = std::env::temp_dir().join(format!("rtbox-check-containers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("c.toml");
+    std::fs::write(
+        &f,
+        "[platform]\ncpus = 2\n\n[[box]]\nname = \"a\"\ncpus = \"1\"\ninterface.per_cpu = { budget = \"30ms\", period = \"100ms\" }\nmembers = { containers = [\"web\"] }\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("check")
+        .arg(&f)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("  a: container web"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -179,7 +179,7 @@ fn rtbox_daemon_request(sock: &Path, line: &str) -> serde_json::Value {
 fn managed(pid: i32) -> bool {
     let a = sched::get_attr(pid).unwrap();
     let cg = cgroup::thread_cgroups(pid).unwrap();
-    a.is_rt() || cg.v2.as_deref().is_some_and(|p| p.contains("/rtbox/"))
+    a.is_rt() || cg.v2.as_deref().is_some_and(|p| p.contains("/rtbox-t"))
 }
 
 /// Three hogs: one throttled (small budget), one boosted, one originally SCHED_FIFO 5 on CPU 1.
@@ -695,6 +695,29 @@ fn exec_starts_the_command_inside_the_box() {
     assert!(out.contains("nosuch"), "{out}");
     std::thread::sleep(Duration::from_millis(200));
     assert!(!marker.exists(), "a refused exec must not run the command");
+    // Issue 15: like chrt, the command is this very process (same pid), and a missing program
+    // gets the shell's message and status.
+    let child = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("exec")
+        .arg("--socket")
+        .arg(&env.sock)
+        .args(["E", "--", "sh", "-c", "echo $$"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("rtbox exec");
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), pid.to_string());
+    let (code, out) = env.exec(&["E", "--", "/nonexistent/prog-x", "a"]);
+    assert_eq!(code, 127, "{out}");
+    assert_eq!(
+        out.trim(),
+        "rtbox exec: cannot run /nonexistent/prog-x: No such file or directory"
+    );
+    let (code, out) = env.exec(&["E", "--", "no-such-program-x"]);
+    assert_eq!(code, 127, "{out}");
+    assert!(out.contains("cannot run no-such-program-x: No such file or directory"));
 }
 
 /// Issue 5: a second daemon on the same state file refuses to start (it would "repair" the

@@ -29,6 +29,8 @@ pub struct Members {
     pub commands: Vec<Vec<String>>,
     /// Process names (`/proc/PID/comm`): every process of that name at start is attached.
     pub comms: Vec<String>,
+    /// Podman or Docker containers by name or id: each one's cgroup is attached.
+    pub containers: Vec<String>,
 }
 
 impl Members {
@@ -37,6 +39,7 @@ impl Members {
             && self.cgroups.is_empty()
             && self.commands.is_empty()
             && self.comms.is_empty()
+            && self.containers.is_empty()
     }
 }
 
@@ -113,6 +116,7 @@ pub(crate) fn members(text: &str, raw: &RawConfig) -> Result<Vec<BoxMembers>, Co
     // A pid or cgroup may be named once in the whole file: a thread has one box.
     let mut pid_seen: HashMap<i32, String> = HashMap::new();
     let mut cg_seen: HashMap<PathBuf, String> = HashMap::new();
+    let mut container_seen: HashMap<String, String> = HashMap::new();
     for b in &raw.boxes {
         let Some(m) = &b.members else { continue };
         let ctx = Ctx {
@@ -143,7 +147,17 @@ pub(crate) fn members(text: &str, raw: &RawConfig) -> Result<Vec<BoxMembers>, Co
                 ));
             }
         }
-        let line = [&m.pids, &m.cgroups, &m.commands, &m.comms]
+        for (i, c) in members.containers.iter().enumerate() {
+            if let Some(other) = container_seen.insert(c.clone(), b.name.get_ref().clone()) {
+                let f = m.containers.as_ref().expect("containers parsed");
+                return Err(ctx.error(
+                    f,
+                    &format!("members.containers[{i}]"),
+                    format!("= \"{c}\" is already a member of box \"{other}\""),
+                ));
+            }
+        }
+        let line = [&m.pids, &m.cgroups, &m.commands, &m.comms, &m.containers]
             .into_iter()
             .flatten()
             .map(|f| line_of(text, f.span().start))
@@ -245,6 +259,16 @@ fn box_members(ctx: &Ctx, m: &RawMembers) -> Result<Members, ConfigError> {
                 .push(command(ctx, f, &format!("members.commands[{i}]"), v)?);
         }
     }
+    if let Some(f) = &m.containers {
+        for (i, v) in ctx
+            .array(f, "members.containers", "container names or ids")?
+            .iter()
+            .enumerate()
+        {
+            out.containers
+                .push(container(ctx, f, &format!("members.containers[{i}]"), v)?);
+        }
+    }
     if let Some(f) = &m.comms {
         for (i, v) in ctx
             .array(f, "members.comms", "process names")?
@@ -317,6 +341,26 @@ fn command(ctx: &Ctx, f: &Field, path: &str, v: &Value) -> Result<Vec<String>, C
         return Err(ctx.error(f, &format!("{path}[0]"), "is an empty program name".into()));
     }
     Ok(argv)
+}
+
+/// A container name or id as Podman and Docker accept them: a letter or digit, then letters,
+/// digits, `_`, `.` or `-`.
+fn container(ctx: &Ctx, f: &Field, path: &str, v: &Value) -> Result<String, ConfigError> {
+    let s = ctx.string(f, path, v)?;
+    let mut chars = s.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if !ok {
+        return Err(ctx.error(
+            f,
+            path,
+            format!(
+                "= \"{s}\" is not a container name or id (a letter or digit, then letters, \
+                 digits, '_', '.' or '-')"
+            ),
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// A process name as the kernel keeps it: 1 to 15 bytes, no '/'.
@@ -477,6 +521,27 @@ mod tests {
         assert!(err("{ commands = [[\"x\", 1]] }")
             .contains("members.commands[0][1] = 1 is not a string"));
         assert!(err("{ commands = [[\"x\\u0000\"]] }").contains("contains a NUL byte"));
+    }
+
+    #[test]
+    fn containers_are_names_or_ids_once() {
+        assert!(err("{ containers = [\"web app\"] }").contains(
+            "members.containers[0] = \"web app\" is not a container name or id (a letter or digit"
+        ));
+        assert!(err("{ containers = [\"-x\"] }").contains("is not a container name or id"));
+        assert!(err("{ containers = [7] }").contains("members.containers[0] = 7 is not a string"));
+        assert!(err("{ containers = \"web\" }")
+            .contains("members.containers = \"web\" must be an array of container names or ids"));
+        let text = format!(
+            "{HEAD}members = {{ containers = [\"web\", \"3f2a9c\"] }}\n\n[[box]]\nname = \"video\"\ninterface.per_cpu = \"10000 100000\"\nmembers = {{ containers = [\"web\"] }}\n"
+        );
+        let e = crate::parse_str_with_members(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("members.containers[0] = \"web\" is already a member of box \"audio\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub struct RawBox {
     pub users: Option<Field>,
 }
 
-/// `members = { pids, cgroups, commands, comms }`: every list optional.
+/// `members = { pids, cgroups, commands, comms, containers }`: every list optional.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMembers {
@@ -56,6 +56,7 @@ pub struct RawMembers {
     pub cgroups: Option<Field>,
     pub commands: Option<Field>,
     pub comms: Option<Field>,
+    pub containers: Option<Field>,
 }
 
 /// Exactly one of these must be given; checked in conversion for a clear message.

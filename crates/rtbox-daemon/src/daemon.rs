@@ -642,7 +642,23 @@ fn dispatch(
             box_name,
             pid,
             cgroup,
+            container,
         } => {
+            let cgroup = match (cgroup, container) {
+                (None, Some(name)) if pid.is_none() => {
+                    need_root("attaching a container")?;
+                    let found = crate::container::find(&rt.layout(), &name)
+                        .map_err(RuntimeError::Container)?;
+                    tracing::info!(container = %name, id = %found.id, cgroup = %found.cgroup.display(), "container resolved");
+                    Some(found.cgroup.display().to_string())
+                }
+                (c, None) => c,
+                _ => {
+                    return Err(RuntimeError::BadRequest(
+                        "attach: give exactly one of pid, cgroup, container".into(),
+                    ))
+                }
+            };
             let target = match (pid, cgroup) {
                 (Some(p), None) if p > 0 => {
                     may_signal(uid, p)?;
@@ -673,13 +689,29 @@ fn dispatch(
         }
         Request::Detach {
             pid,
-            cgroup,
+            mut cgroup,
             box_name,
+            container,
         } => {
             if let Some(p) = pid {
                 may_signal(uid, p)?;
             } else {
-                need_root("detach of a cgroup or box")?;
+                need_root("detach of a cgroup, container or box")?;
+            }
+            if let Some(name) = container {
+                if pid.is_some() || cgroup.is_some() || box_name.is_some() {
+                    return Err(RuntimeError::DetachWhat);
+                }
+                // By id, so that a stopped container (no process, same id) is found too.
+                let id = crate::container::id_of(&name).map_err(RuntimeError::Container)?;
+                let dir = rt
+                    .attached_cgroups()
+                    .into_iter()
+                    .find(|d| d.to_string_lossy().contains(&id))
+                    .ok_or_else(|| {
+                        RuntimeError::BadRequest(format!("container \"{name}\" is not attached"))
+                    })?;
+                cgroup = Some(dir.display().to_string());
             }
             let n = rt.detach(pid, cgroup.map(PathBuf::from), box_name.as_deref())?;
             Ok(serde_json::json!({"threads": n}))
@@ -731,6 +763,7 @@ fn dispatch(
                         "policy": b.policy.name(),
                         "users": access.users(&b.name),
                         "members": rt.member_tids(&b.name),
+                        "stops": crate::status::member_stops(rt, &b.name),
                     })
                 })
                 .collect();

@@ -7,6 +7,7 @@ pub mod access;
 pub mod backstop;
 pub mod charge;
 pub mod client;
+pub mod container;
 pub mod daemon;
 pub mod host;
 pub mod hostwatch;
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod runtime;
 pub mod start;
+pub mod status;
 
 pub use daemon::{run, DaemonConfig, DaemonError, ReloadError, UserError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO, PRIO_HI, PRIO_LO};

@@ -64,12 +64,17 @@ pub enum Request {
         pid: Option<i32>,
         #[serde(default)]
         cgroup: Option<String>,
+        /// A Podman or Docker container's name or id: its cgroup is attached.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        container: Option<String>,
     },
     Detach {
         #[serde(default)]
         pid: Option<i32>,
         #[serde(default)]
         cgroup: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        container: Option<String>,
         #[serde(default, rename = "box")]
         box_name: Option<String>,
     },

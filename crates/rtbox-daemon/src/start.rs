@@ -39,6 +39,8 @@ pub enum MemberProblem {
     /// Boxed: the runtime error is large and this travels in every `Result` of the start path.
     Attach(Box<RuntimeError>),
     Start(LinuxError),
+    /// A container named by `members.containers` could not be found or is not running.
+    Container(crate::container::ContainerError),
 }
 
 impl std::fmt::Display for MemberError {
@@ -61,6 +63,7 @@ impl std::fmt::Display for MemberError {
             }
             MemberProblem::Attach(e) => write!(f, "{e}"),
             MemberProblem::Start(e) => write!(f, "{e}"),
+            MemberProblem::Container(e) => write!(f, "{e}"),
         }
     }
 }
@@ -150,6 +153,18 @@ pub fn plan(members: &[BoxMembers]) -> Result<Vec<Planned<'_>>, MemberError> {
                 from: b,
                 field,
                 target: Target::Cgroup(PathBuf::from(dir)),
+            });
+        }
+        for (i, name) in b.members.containers.iter().enumerate() {
+            let field = format!("members.containers[{i}] = \"{name}\"");
+            let layout = rtbox_linux::cgroup::detect()
+                .map_err(|e| at(b, field.clone(), MemberProblem::Start(e)))?;
+            let found = crate::container::find(&layout, name)
+                .map_err(|e| at(b, field.clone(), MemberProblem::Container(e)))?;
+            out.push(Planned {
+                from: b,
+                field,
+                target: Target::Cgroup(found.cgroup),
             });
         }
         for (i, comm) in b.members.comms.iter().enumerate() {

@@ -252,12 +252,12 @@ fn new_children_join_the_box() {
         "exited parent still a member"
     );
     rt.shutdown();
-    // The child started inside the parent's freeze group; release puts it where the parent
+    // The child started inside the parent's stop group; release puts it where the parent
     // came from, never into an rtbox cgroup.
     if let Some(c) = child {
         if let Ok(cg) = rtbox_linux::cgroup::thread_cgroups(c) {
             assert!(
-                !cg.v2.as_deref().unwrap_or("").contains("/rtbox/"),
+                !cg.v2.as_deref().unwrap_or("").contains("/rtbox-t"),
                 "child left in {cg:?}"
             );
         }

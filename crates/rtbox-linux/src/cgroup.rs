@@ -1,9 +1,9 @@
 //! Cgroup layouts and the two cgroup mechanisms rtbox uses.
 //!
 //! - cgroup v2 freeze (pure v2 at `/sys/fs/cgroup`, or the controller-less `unified` tree of a
-//!   hybrid layout): a member process is moved once, at attach, into `<v2>/rtbox/p<pid>`, and
-//!   each of its threads into its own threaded child `t<tid>`, so single threads can be frozen
-//!   (hard-mode throttling) without moving anything between cgroups every period.
+//!   hybrid layout): each member thread gets a threaded child of its own cgroup
+//!   (`crate::stopgroup`). The per-process groups `<v2>/rtbox/p<pid>` of older daemons
+//!   (`freeze_group_remove`, `sweep_stale`) are kept only to repair their journals.
 //! - The v1 `cpu` controller with RT group scheduling: a thread whose v1 cpu cgroup has
 //!   `cpu.rt_runtime_us` = 0 cannot become SCHED_FIFO (EPERM), so it is moved to the root cpu
 //!   cgroup while managed and put back on restore.
@@ -112,6 +112,39 @@ fn join(root: &Path, rel: &str) -> PathBuf {
 
 fn write(path: &Path, value: &str) -> Result<(), LinuxError> {
     fs::write(path, value).map_err(|e| LinuxError::io(path, e))
+}
+
+/// The threads of cgroup directory `dir` and of every cgroup below it (v2 `cgroup.threads`, v1
+/// `tasks`). Members stay in their cgroup's subtree (their stop groups are threaded children,
+/// `crate::stopgroup`), so a cgroup's members are found in its subtree, not in it alone. A
+/// missing `dir` is an error; a child that disappears while it is read is skipped.
+pub fn subtree_threads(dir: &Path) -> Result<Vec<i32>, LinuxError> {
+    let list = |d: &Path| -> Result<Vec<i32>, LinuxError> {
+        let f = if d.join("cgroup.threads").exists() {
+            d.join("cgroup.threads")
+        } else {
+            d.join("tasks")
+        };
+        let text = fs::read_to_string(&f).map_err(|e| LinuxError::io(&f, e))?;
+        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    };
+    let mut out = list(dir)?;
+    let mut todo: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.filter_map(|e| e.ok()) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let c = e.path();
+                if let Ok(t) = list(&c) {
+                    out.extend(t);
+                }
+                todo.push(c);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// Whether the v1 cpu cgroup `rel` denies RT runtime (`cpu.rt_runtime_us` = 0).

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{self, Layout};
+use crate::rtgrant;
 use crate::snapshot::{Restored, ThreadSnapshot};
+use crate::stopgroup;
 use crate::LinuxError;
 
 /// A process whose threads rtbox manages.
@@ -18,7 +20,9 @@ use crate::LinuxError;
 pub struct ProcessEntry {
     /// Its v2 cgroup before it was moved into a freeze group (None: not moved).
     pub v2_original: Option<String>,
-    /// Whether a freeze group `<v2>/rtbox/p<pid>` was (or may have been) created.
+    /// Whether a per-process freeze group `<v2>/rtbox/p<pid>` was (or may have been) created.
+    /// Only daemons before per-thread stop groups made these; kept so that their journals are
+    /// still repaired.
     pub freeze_group: bool,
 }
 
@@ -28,6 +32,14 @@ pub struct JournalState {
     pub layout: Layout,
     pub processes: BTreeMap<i32, ProcessEntry>,
     pub threads: BTreeMap<i32, ThreadSnapshot>,
+    /// Stop groups (`crate::stopgroup`) by thread: recorded before each is made, removed
+    /// (threads moved back to the parent, their original cgroup) on restore.
+    #[serde(default)]
+    pub groups: BTreeMap<i32, String>,
+    /// RT runtime given to v1 cpu cgroups of members (`crate::rtgrant`), by the member's cgroup:
+    /// recorded before it is written, taken back on restore after every policy is back.
+    #[serde(default)]
+    pub rt_grants: BTreeMap<String, Vec<rtgrant::Increment>>,
 }
 
 /// Outcome of undoing a journal.
@@ -44,12 +56,15 @@ impl JournalState {
             layout,
             processes: BTreeMap::new(),
             threads: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            rt_grants: BTreeMap::new(),
         }
     }
 
     /// Undo everything: first every thread's policy, priority, flags and affinity (so that no
-    /// member is left at SCHED_FIFO while the rest waits), then thaw and move processes back
-    /// to their v2 cgroups, then every thread's v1 cpu cgroup.
+    /// member is left at SCHED_FIFO while the rest waits), then thaw the stop groups, move
+    /// their threads back to their original cgroups and remove them (and the per-process
+    /// groups older daemons made), then every thread's v1 cpu cgroup.
     ///
     /// Scheduling first because the cgroup writes wait for an RCU grace period, driven by
     /// normal kernel threads: with members still at SCHED_FIFO on every CPU (a killed daemon
@@ -62,6 +77,12 @@ impl JournalState {
         for snap in self.threads.values() {
             sched_done.push(snap.restore_sched());
         }
+        for (tid, group) in &self.groups {
+            if let Err(e) = stopgroup::remove(&self.layout, group) {
+                rep.errors
+                    .push(format!("thread {tid}: stop group {group}: {e}"));
+            }
+        }
         for (pid, p) in &self.processes {
             if p.freeze_group {
                 if let Err(e) =
@@ -72,6 +93,12 @@ impl JournalState {
             }
         }
         cgroup::remove_rtbox_root(&self.layout);
+        for (cg, incs) in &self.rt_grants {
+            if let Err(e) = rtgrant::undo(&self.layout, incs) {
+                rep.errors
+                    .push(format!("RT runtime of v1 cpu cgroup {cg}: {e}"));
+            }
+        }
         for (snap, first) in self.threads.values().zip(sched_done) {
             let r = match first {
                 Ok(Restored::Done) => snap.restore_cgroups(&self.layout),

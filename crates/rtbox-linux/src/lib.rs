@@ -11,6 +11,10 @@
 //! - [`hostthreads`]: the host's real-time threads (deadline tasks, threaded interrupts, RT
 //!   kernel and user threads) and whether the kernel is PREEMPT_RT.
 //! - [`procevents`]: forks, execs and exits as they happen (netlink proc connector).
+//! - [`stopgroup`]: a member thread's own threaded cgroup inside the cgroup it belongs to (its
+//!   per-thread freeze), and the stop that moves nothing where the kernel refuses one.
+//! - [`rtgrant`]: RT runtime for a member's v1 cpu cgroup that has none (RT group scheduling),
+//!   so that the member never leaves it.
 //! - [`snapshot`]: a thread's original state and its restoration.
 //! - [`fdwait`]: timerfd, eventfd and waiting on them (the backstop's wake-ups).
 //! - [`users`]: user and group names through the system's name service.
@@ -31,8 +35,10 @@ pub mod perf;
 pub mod pimutex;
 pub mod procevents;
 pub mod procfs;
+pub mod rtgrant;
 pub mod sched;
 pub mod snapshot;
+pub mod stopgroup;
 pub mod users;
 pub mod watchdog;
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rtbox_linux::cgroup;
 use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_linux::stopgroup;
 use rtbox_linux::LinuxError;
 
 /// What rtbox last set on a member (or, once decided, wants set).
@@ -49,16 +50,16 @@ pub fn plan(prev: Option<&Applied>, want: &Applied, dir_ok: bool) -> Action {
     }
 }
 
-/// Freeze or thaw through the member's kept-open `cgroup.freeze` (opened on first use); on any
-/// failure the handle is dropped and the path-based write decides (and reports) the outcome.
+/// Freeze or thaw through the member's kept-open `cgroup.freeze` of its stop group `dir`
+/// (opened on first use); on any failure the handle is dropped and the path-based write decides
+/// (and reports) the outcome.
 pub fn freeze_fast(
     handle: &mut Option<Arc<std::fs::File>>,
     dir: &Path,
-    tid: i32,
     frozen: bool,
 ) -> Result<(), LinuxError> {
     if handle.is_none() {
-        *handle = cgroup::open_freeze(dir, tid).map(Arc::new);
+        *handle = stopgroup::open_freeze(dir).map(Arc::new);
     }
     if let Some(f) = handle.as_ref() {
         if cgroup::freeze_write(f, frozen).is_ok() {
@@ -66,10 +67,11 @@ pub fn freeze_fast(
         }
         *handle = None;
     }
-    cgroup::freeze_thread(dir, tid, frozen)
+    stopgroup::freeze(dir, frozen)
 }
 
 /// Change one thread from `prev` to `want`, stopping first when stopping (fastest effect).
+/// `freeze_dir` is the member's stop group (`None`: it is stopped by SCHED_IDLE).
 /// A thaw is left to the caller (returns `true`): it must happen under the backstop's lock.
 pub fn apply_one(
     tid: i32,
@@ -83,7 +85,7 @@ pub fn apply_one(
     let dir = freeze_dir.filter(|d| changing_freeze && (handle.is_some() || d.exists()));
     match plan(prev, want, dir.is_some()) {
         Action::Freeze => {
-            freeze_fast(handle, dir.expect("dir_ok"), tid, true)?;
+            freeze_fast(handle, dir.expect("dir_ok"), true)?;
             Ok(false)
         }
         // No cgroup v2: the closest stop is SCHED_IDLE (documented as not tight).

@@ -62,6 +62,8 @@ pub enum RuntimeError {
     Task(super::jobs::TaskError),
     /// `--sensor bpf` was asked for and the BPF sensor cannot be used.
     Sensor(rtbox_bpf::SensorError),
+    /// A container named in a request could not be found or used.
+    Container(crate::container::ContainerError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -103,6 +105,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Linux(e) => write!(f, "{e}"),
             RuntimeError::Task(e) => write!(f, "{e}"),
             RuntimeError::Sensor(e) => write!(f, "{e} (use --sensor perf or auto)"),
+            RuntimeError::Container(e) => write!(f, "{e}"),
         }
     }
 }

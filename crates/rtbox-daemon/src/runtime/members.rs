@@ -18,7 +18,9 @@ use rtbox_model::{Nanos, System};
 use super::apply::{self, Applied};
 use super::error::RuntimeError;
 use super::localprio;
+use super::rtgrants::{self, RtGrants};
 use super::sensor::MemberClock;
+use super::stops::Stops;
 use crate::charge::MemberCharge;
 
 /// How long a member the loop thawed counts as ready without being seen running. A thaw wakes
@@ -145,15 +147,8 @@ pub fn register(sched: &mut Scheduler, tid: i32, box_name: &str, prio: u32) -> T
 fn target_threads(target: &Target) -> Result<Vec<i32>, RuntimeError> {
     match target {
         Target::Pid(pid) => Ok(procfs::threads_of(*pid)?),
-        Target::Cgroup(dir) => {
-            let f = if dir.join("cgroup.threads").exists() {
-                dir.join("cgroup.threads")
-            } else {
-                dir.join("tasks")
-            };
-            let text = std::fs::read_to_string(&f).map_err(|e| LinuxError::io(&f, e))?;
-            Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-        }
+        // The whole subtree: members stay inside it (in their stop groups).
+        Target::Cgroup(dir) => Ok(cgroup::subtree_threads(dir)?),
     }
 }
 
@@ -183,6 +178,10 @@ pub struct Members {
     /// every scan is a full /proc scan).
     events: Option<ProcEvents>,
     scans: ScanClock,
+    /// How each member is stopped: its own stop group inside its cgroup, or SCHED_IDLE.
+    pub stops: Stops,
+    /// RT runtime given to members' v1 cpu cgroups that had none.
+    rt: RtGrants,
     /// Members joined, or changed their own policy or affinity, since the last step: they run
     /// unmanaged until a step places them, so the loop steps again at once.
     pub unplaced: bool,
@@ -202,6 +201,8 @@ impl Members {
             seen_pids: BTreeSet::new(),
             events,
             scans: ScanClock::default(),
+            stops: Stops::default(),
+            rt: RtGrants::default(),
             unplaced: false,
             sensor: None,
         }
@@ -217,6 +218,17 @@ impl Members {
             .iter()
             .filter(|(_, m)| m.box_name == box_name)
             .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// The cgroup directories attached to boxes.
+    pub fn attached_cgroups(&self) -> Vec<PathBuf> {
+        self.attachments
+            .iter()
+            .filter_map(|a| match &a.target {
+                Target::Cgroup(d) => Some(d.clone()),
+                Target::Pid(_) => None,
+            })
             .collect()
     }
 
@@ -312,65 +324,55 @@ impl Members {
             return 0;
         }
         let mut new_pids = Vec::new();
+        let want = rtgrants::want_us(sched, box_name);
+        let granted: BTreeSet<String> = self.jstate.rt_grants.keys().cloned().collect();
         for s in &fresh {
             if !self.jstate.processes.contains_key(&s.pid) && !self.procs.contains_key(&s.pid) {
-                // A child forked by a member starts inside the parent's freeze group: its
-                // original cgroup is the one the parent had before rtbox moved it.
-                let mut v2_original = s.cgroups.v2.clone();
-                if v2_original
-                    .as_deref()
-                    .is_some_and(|p| p.starts_with("/rtbox/p"))
-                {
-                    let parent = procfs::stat(s.pid).ok().map(|st| st.ppid);
-                    v2_original = parent
-                        .and_then(|pp| self.jstate.processes.get(&pp))
-                        .and_then(|e| e.v2_original.clone())
-                        .or_else(|| Some("/".to_string()));
-                }
+                // Processes are never moved: only their threads, inside their own cgroups.
                 self.jstate.processes.insert(
                     s.pid,
                     ProcessEntry {
-                        v2_original,
-                        freeze_group: self.layout.v2.is_some(),
+                        v2_original: None,
+                        freeze_group: false,
                     },
                 );
                 new_pids.push(s.pid);
             }
             self.jstate.threads.insert(s.tid, s.clone());
+            self.stops.plan(&self.layout, s, &mut self.jstate.groups);
+            self.rt
+                .plan(&self.layout, s, want, &mut self.jstate.rt_grants);
         }
+        let new_grants: Vec<String> = self
+            .jstate
+            .rt_grants
+            .keys()
+            .filter(|k| !granted.contains(*k))
+            .cloned()
+            .collect();
         if let Err(e) = self.journal.save(&self.jstate) {
             tracing::warn!(error = %e, threads = fresh.len(), "journal not written; not attaching");
+            for g in &new_grants {
+                self.jstate.rt_grants.remove(g);
+            }
             for s in &fresh {
                 self.jstate.threads.remove(&s.tid);
+                self.jstate.groups.remove(&s.tid);
+                self.rt
+                    .release(&self.layout, s.tid, &mut self.jstate.rt_grants);
             }
             return 0;
         }
         for pid in new_pids {
             self.procs.insert(pid, box_name.to_string());
-            if self.layout.v2.is_some() {
-                if let Err(e) = cgroup::freeze_group_create(&self.layout, pid) {
-                    tracing::warn!(pid, error = %e, "cannot create the process's freeze group");
-                }
-            }
         }
+        self.rt
+            .apply(&self.layout, &new_grants, &mut self.jstate.rt_grants);
         let n = fresh.len();
         self.unplaced = true;
         for s in fresh {
             let tid = s.tid;
-            if let Some(dir) = cgroup::freeze_dir(&self.layout, s.pid) {
-                if dir.exists() {
-                    if let Err(e) = cgroup::freeze_place_thread(&dir, tid) {
-                        tracing::warn!(tid, error = %e, "cannot move thread to its freeze cgroup");
-                    }
-                }
-            }
-            if let Some(v1) = &s.cgroups.v1_cpu {
-                if v1 != "/" && cgroup::v1_cpu_denies_rt(&self.layout, v1) {
-                    if let Err(e) = cgroup::v1_cpu_move(&self.layout, tid, "/") {
-                        tracing::warn!(tid, cgroup = %v1, error = %e, "v1 cpu cgroup has no RT runtime and moving the thread out failed");
-                    }
-                }
-            }
+            self.stops.make(&self.layout, tid, &mut self.jstate.groups);
             let local_prio = localprio::local_priority(&s.attr);
             let task = register(sched, tid, box_name, local_prio);
             let clock = match MemberClock::open(tid, self.sensor.as_ref()) {
@@ -415,12 +417,16 @@ impl Members {
             return;
         };
         let _ = sched.block(now, m.task);
-        if let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) {
-            let _ = cgroup::freeze_thread(&dir, tid, false);
+        if let Some(dir) = self.stops.dir(&self.layout, tid) {
+            let _ = rtbox_linux::stopgroup::freeze(&dir, false);
         }
         if let Err(e) = m.snapshot.restore(&self.layout) {
             tracing::warn!(tid, error = %e, "cannot restore thread");
         }
+        self.stops
+            .release(&self.layout, tid, &mut self.jstate.groups);
+        self.rt
+            .release(&self.layout, tid, &mut self.jstate.rt_grants);
         self.jstate.threads.remove(&tid);
         if let Err(e) = self.journal.save(&self.jstate) {
             tracing::warn!(error = %e, "journal not written");
@@ -432,11 +438,19 @@ impl Members {
         if let Some(m) = self.by_tid.remove(&tid) {
             let _ = sched.block(now, m.task);
             self.jstate.threads.remove(&tid);
+            // Its empty stop group goes now, or at a later scan while the kernel still
+            // links the exiting thread to it.
+            self.stops
+                .release(&self.layout, tid, &mut self.jstate.groups);
+            self.rt
+                .release(&self.layout, tid, &mut self.jstate.rt_grants);
         }
     }
 
     /// Processes without members leave their freeze group and the journal.
     pub fn release_empty_processes(&mut self) {
+        self.stops
+            .retry_removals(&self.layout, &mut self.jstate.groups);
         let live: BTreeSet<i32> = self.by_tid.values().map(|m| m.pid).collect();
         let attached: BTreeSet<i32> = self
             .attachments
@@ -610,7 +624,7 @@ impl Members {
             let Some(want) = m.applied.clone() else {
                 continue;
             };
-            let freeze_dir = cgroup::freeze_dir(&self.layout, m.pid);
+            let freeze_dir = self.stops.dir(&self.layout, tid);
             if want.frozen {
                 if let Some(c) = &m.clock {
                     c.quiet();
@@ -641,10 +655,10 @@ impl Members {
             let Some(m) = self.by_tid.get_mut(tid) else {
                 continue;
             };
-            let Some(dir) = cgroup::freeze_dir(&self.layout, m.pid) else {
+            let Some(dir) = self.stops.dir(&self.layout, *tid) else {
                 continue;
             };
-            match apply::freeze_fast(&mut m.freeze, &dir, *tid, false) {
+            match apply::freeze_fast(&mut m.freeze, &dir, false) {
                 Ok(()) => {
                     m.thawed_at = Some(now);
                     // The next freeze needs its own pair, even if no step sees the member
@@ -670,8 +684,10 @@ impl Members {
                 && m.charge_to.is_some()
                 && m.applied.as_ref().is_some_and(|a| !a.frozen)
             {
-                m.freeze = cgroup::freeze_dir(&self.layout, m.pid)
-                    .and_then(|d| cgroup::open_freeze(&d, *tid))
+                m.freeze = self
+                    .stops
+                    .dir(&self.layout, *tid)
+                    .and_then(|d| rtbox_linux::stopgroup::open_freeze(&d))
                     .map(Arc::new);
             }
         }

@@ -27,7 +27,9 @@ pub mod jobs;
 pub mod localprio;
 pub mod members;
 pub mod periods;
+pub mod rtgrants;
 pub mod sensor;
+pub mod stops;
 pub mod wakeup;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +41,7 @@ use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
+use rtbox_linux::stopgroup::Stop;
 use rtbox_model::{
     admit_on_host, BoxSpec, HostLoad, LoopCost, Mode, Nanos, Platform, PrioRange, System,
 };
@@ -415,6 +418,29 @@ impl Runtime {
 
     pub fn member_tids(&self, box_name: &str) -> Vec<i32> {
         self.members.tids_of(box_name)
+    }
+
+    /// Each member of `box_name`: its tid, its process and how it is stopped when throttled
+    /// (`rtbox status`).
+    pub fn member_stops(&self, box_name: &str) -> Vec<(i32, i32, Option<Stop>)> {
+        self.members
+            .tids_of(box_name)
+            .into_iter()
+            .map(|t| {
+                let pid = self.members.by_tid.get(&t).map_or(t, |m| m.pid);
+                (t, pid, self.members.stops.get(t).cloned())
+            })
+            .collect()
+    }
+
+    /// The cgroup layout of this machine.
+    pub fn layout(&self) -> Layout {
+        self.members.layout.clone()
+    }
+
+    /// The cgroup directories attached to boxes.
+    pub fn attached_cgroups(&self) -> Vec<PathBuf> {
+        self.members.attached_cgroups()
     }
 
     pub fn member_count(&self) -> usize {
