@@ -17,7 +17,7 @@
 //! unguarded.
 
 use std::fs::File;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -218,14 +218,26 @@ impl Backstop {
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members.
     pub fn sleep_until(&self, deadline: u64) {
+        self.sleep_until_or(deadline, None);
+    }
+
+    /// As [`Backstop::sleep_until`], and also until `extra` is readable (process events);
+    /// returns whether it was.
+    pub fn sleep_until_or(&self, deadline: u64, extra: Option<BorrowedFd<'_>>) -> bool {
         let now = rtbox_linux::monotonic_ns();
         if deadline <= now {
-            return;
+            return false;
         }
-        if let Ok(r) = fdwait::wait_readable(&[self.wake.as_fd()], Some(deadline - now)) {
-            if r[0] {
-                self.wake.take();
+        let mut fds = vec![self.wake.as_fd()];
+        fds.extend(extra);
+        match fdwait::wait_readable(&fds, Some(deadline - now)) {
+            Ok(r) => {
+                if r[0] {
+                    self.wake.take();
+                }
+                r.get(1).copied().unwrap_or(false)
             }
+            Err(_) => false,
         }
     }
 

@@ -18,6 +18,7 @@
 
 pub mod cgroup;
 pub mod child;
+pub mod dynmods;
 pub mod error;
 pub mod fdwait;
 pub mod gated;

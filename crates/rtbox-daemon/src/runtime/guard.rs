@@ -4,6 +4,7 @@
 //! runtime acts on it.
 
 use std::collections::BTreeMap;
+use std::os::fd::BorrowedFd;
 
 use rtbox_core::ServerId;
 use rtbox_model::Nanos;
@@ -223,6 +224,24 @@ impl Guard {
         match &self.backstop {
             Some(b) => b.sleep_until(deadline),
             None => rtbox_linux::sleep_until(deadline),
+        }
+    }
+
+    /// As [`Guard::sleep_until`], and also until `extra` (process events) is readable;
+    /// returns whether it was.
+    pub fn sleep_until_or(&self, deadline: u64, extra: Option<BorrowedFd<'_>>) -> bool {
+        match (&self.backstop, extra) {
+            (Some(b), extra) => b.sleep_until_or(deadline, extra),
+            (None, Some(fd)) => {
+                let now = rtbox_linux::monotonic_ns();
+                deadline > now
+                    && rtbox_linux::fdwait::wait_readable(&[fd], Some(deadline - now))
+                        .is_ok_and(|r| r[0])
+            }
+            (None, None) => {
+                rtbox_linux::sleep_until(deadline);
+                false
+            }
         }
     }
 

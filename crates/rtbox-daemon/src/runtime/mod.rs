@@ -20,9 +20,11 @@
 pub mod apply;
 pub mod bands;
 pub mod error;
+mod forkwait;
 pub mod guard;
 pub mod localprio;
 pub mod members;
+mod migrations;
 pub mod periods;
 pub mod wakeup;
 
@@ -124,6 +126,10 @@ pub struct Runtime {
     trace: bool,
     /// The loop's own CPU use against the admitted step cost.
     loop_usage: LoopUsage,
+    /// Until when the loop polls fast for new members' own priority changes (`forkwait.rs`).
+    watch_until: Nanos,
+    /// This runtime turned `favordynmods` on (see `migrations.rs`); taken back at shutdown.
+    favored: bool,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -247,6 +253,7 @@ impl Runtime {
             Err(e) => tracing::warn!(error = %e, "state file"),
         }
         let (system, sched) = build(&platform, &specs, opts.loop_cost())?;
+        let favored = migrations::favor(&layout);
         let swept = cgroup::sweep_stale(&layout);
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
@@ -287,6 +294,8 @@ impl Runtime {
             pin: LoopPin::default(),
             opts,
             trace: std::env::var_os("RTBOX_TRACE").is_some(),
+            favored,
+            watch_until: 0,
         })
     }
 
@@ -465,6 +474,7 @@ impl Runtime {
         }
         self.members.finish();
         self.pin.unpin();
+        migrations::restore(&self.layout, std::mem::take(&mut self.favored));
     }
 
     // ---- where the loop runs -----------------------------------------------------------------
@@ -513,6 +523,10 @@ impl Runtime {
         let stopped = self.guard.take_report(now);
         self.members.mark_frozen(&stopped);
         self.members.charge(&mut self.sched, now);
+        // A member changed its own policy (seen in its stat): re-ranked and put back now.
+        if std::mem::take(&mut self.members.own_change) {
+            self.members.correct_drift(&mut self.sched, now);
+        }
         self.sched.advance(now);
         self.record_events(now);
         // Decide and record first, so the backstop's plan covers the new state (taking what it
@@ -773,13 +787,14 @@ impl Runtime {
         let budget_left = self
             .sched
             .min_budget_left_with_work(|s| with_work.contains(&s));
-        wakeup_time(
+        let at = wakeup_time(
             now,
             self.sched.next_timer(),
             self.sched.next_replenishment(),
             self.poll_interval(),
             budget_left,
-        )
+        );
+        forkwait::watch_new_members(at, now, self.watch_until)
     }
 
     /// How long the loop may sleep without looking at the members. Between two steps a member
