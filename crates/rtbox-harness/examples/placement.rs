@@ -5,8 +5,8 @@
 //!
 //! `cargo run --release -p rtbox-harness --example placement -- RTBOX_BIN [THREADS]`
 //! starts `RTBOX_BIN daemon` with one global FIFO box on CPUs 0-1, runs this program inside it
-//! with `rtbox exec`, and prints per-thread figures and their median / p90 / max. Needs root
-//! and the machine-wide real-runtime lock (`flock /tmp/rtbox-realtime.lock ...`).
+//! with `rtbox exec`, and prints per-thread figures and their median / p90 / max. Needs root;
+//! takes the machine-wide real-runtime lock.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,6 +47,7 @@ fn main() {
         std::process::exit(2);
     };
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
     let dir = std::env::temp_dir().join(format!("rtbox-placement-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

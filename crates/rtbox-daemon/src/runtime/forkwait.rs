@@ -21,7 +21,7 @@ impl Runtime {
     /// changes membership (a member's fork joins, a member exits): then the caller's next step
     /// places the new members at once.
     pub fn wait_until(&mut self, deadline: u64) {
-        loop {
+        for _ in 0..MAX_IDLE_WAKEUPS {
             let events = self.members.events_fd();
             if !self.guard.sleep_until_or(deadline, events) {
                 return;
@@ -35,6 +35,10 @@ impl Runtime {
                 return;
             }
         }
+        // The socket kept waking the loop with nothing for it: sleep the rest on the timer
+        // alone, so a storm of foreign forks (or a socket that stays readable) cannot keep
+        // the loop, at FIFO 98, spinning on its CPU.
+        self.guard.sleep_until(deadline);
     }
 
     /// Drains process events now; whether membership changed (joins or exits).
@@ -45,6 +49,10 @@ impl Runtime {
         membership_changed(before, after)
     }
 }
+
+/// Wake-ups without a membership change one sleep takes before it ignores process events
+/// for the rest of that sleep (one sleep lasts at most a poll interval, 1-4 ms).
+const MAX_IDLE_WAKEUPS: usize = 32;
 
 /// How long after a member's fork the loop polls fast, and how fast: a new thread usually sets
 /// its own policy within its first microseconds to milliseconds (rt-app: right after it starts);
