@@ -5,27 +5,29 @@
 //! What used to happen: rt-app's main thread creates its four threads; the loop, saving its
 //! journal for the new members, waited ~1 s in fsync on a busy disk, and meanwhile the threads
 //! ran unplaced, at rt-app's own priorities, all on their parent's CPU: the lowest one (t3)
-//! missed 20-70 deadlines in the first second. The test keeps the disk busy (a writer that
-//! fdatasyncs in a loop, as other processes' builds do) so that such a stall shows.
+//! missed 20-70 deadlines in the first second. Then (fixed since): new threads joined only at
+//! the next full /proc scan (their fork event names the process's parent, not the member
+//! thread), 10-150 ms after they started, and each cgroup move waited for an RCU grace period.
+//! The test keeps the disk busy (a writer that fdatasyncs in a loop, as other processes'
+//! builds do) so that such a stall shows.
 //!
-//! Assertion: no job of t3 released in the first 2 s misses its deadline, except during a
-//! machine stall, which a SCHED_FIFO 99 canary per CPU (1 ms timer) detects: a miss is excused
-//! when a canary woke more than `STALL` late inside the job's release..deadline window (the
-//! VM's host stops vCPUs for tens of ms at times; nothing rtbox does can prevent that).
-//! Needs root and rt-app; otherwise it prints why it skips. Takes the machine-wide real-runtime lock.
+//! The run is `rtbox_harness::fidelity::run`: the real daemon with this configuration, rt-app
+//! inside the box for 4 s (every thread's first job released together 0.3 s after rt-app's
+//! start, when all threads exist: rt-app's own thread start-up is not rtbox's), a SCHED_FIFO
+//! 99 canary per CPU. Assertion: no job of any task misses its deadline, except during a
+//! machine stall (`fidelity::during_stall`: a canary on one CPU late by at least the job's
+//! lateness inside the job's window; the VM's host stops vCPUs for tens of ms at times).
+//! Needs root and rt-app; otherwise it prints why it skips. Takes the machine-wide real-runtime
+//! lock.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use rtbox_linux::sched::{self, SchedAttr};
-use rtbox_workload::rtapp_log::{job_missed, parse_log};
+use rtbox_harness::fidelity::{self, calibrate, rt_app_present, run, SizedSet};
 
 #[allow(dead_code)] // shared helpers; this test uses a few
 mod root;
-use root::{root_or_skip, Proc};
+use root::root_or_skip;
 
 const CONFIG: &str = r#"
 [platform]
@@ -67,61 +69,10 @@ wcet = "6339us"
 period = "50ms"
 "#;
 
-/// A canary wake-up later than this is a machine stall (the loop's own steps take < 0.3 ms).
-const STALL_NS: u64 = 2_000_000;
-/// The window the assertion covers: jobs released in the first 2 s of t3.
-const START_WINDOW_US: i64 = 2_000_000;
-const T3_PERIOD_NS: u64 = 50_000_000;
-
-/// rt-app's ns per loop, the smallest of three calibrations (the one least disturbed by
-/// other load: a larger figure would make every job lighter than its WCET).
-fn calibrate(dir: &Path) -> Option<u64> {
-    let json = r#"{"tasks":{"c":{"loop":1,"run":1000}},"global":{"duration":1,"calibration":"CPU0","logdir":"LOGDIR","log_basename":"cal"}}"#
-        .replace("LOGDIR", &dir.display().to_string());
-    let f = dir.join("cal.json");
-    std::fs::write(&f, json).ok()?;
-    (0..3)
-        .filter_map(|_| {
-            let out = Command::new("rt-app").arg(&f).output().ok()?;
-            let text = String::from_utf8_lossy(&out.stderr).to_string()
-                + &String::from_utf8_lossy(&out.stdout);
-            let at = text.find("pLoad = ")? + "pLoad = ".len();
-            text[at..].split("ns").next()?.trim().parse::<u64>().ok()
-        })
-        .min()
-}
-
-/// One SCHED_FIFO 99 thread pinned to `cpu`, waking every 1 ms on an absolute timer until
-/// `stop`; records (expected wake-up, lateness) in CLOCK_MONOTONIC ns for each late wake-up.
-fn canary(cpu: u32, stop: Arc<AtomicBool>, late: Arc<Mutex<Vec<(u64, u64)>>>) {
-    let tid = sched::gettid();
-    let _ = sched::set_affinity(tid, &[cpu]);
-    let _ = sched::set_attr(tid, &SchedAttr::fifo(99));
-    let mut next = rtbox_linux::monotonic_ns() + 1_000_000;
-    while !stop.load(Ordering::Relaxed) {
-        rtbox_linux::sleep_until(next);
-        let now = rtbox_linux::monotonic_ns();
-        let l = now.saturating_sub(next);
-        if l > STALL_NS / 4 {
-            late.lock().unwrap().push((next, l));
-        }
-        next = (next + 1_000_000).max(now + 500_000);
-    }
-}
-
-fn rt_app_present() -> bool {
-    Command::new("rt-app")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
 #[test]
-#[ignore = "fails on the fixed code at high unmanaged load: 2-6 t3 misses of 6-66 ms in the first 2 s outside canary stalls, at hyperperiod boundaries, not yet classified (docs/benchmarks-runtime.md, Fidelity at start-up); before the fix: 39 misses up to 1.07 s late. Run with --ignored"]
-fn lowest_priority_member_meets_its_deadlines_from_the_first_job() {
-    let name = "lowest_priority_member_meets_its_deadlines_from_the_first_job";
+#[ignore = "fails on this machine at load average ~17: the issue's box has no WCET margin and rt-app's calibrated jobs used ~1.3-1.6x their WCET beside unmanaged load (fidelity harness, CPU / WCET column), so t3 starves at hyperperiods (39 misses outside stalls in 4 s, 25 November). Start-up placement itself is fixed (examples/placement.rs). Run with --ignored"]
+fn every_member_meets_its_deadlines_from_the_first_job() {
+    let name = "every_member_meets_its_deadlines_from_the_first_job";
     if !root_or_skip(name, "runs the real daemon and rt-app") {
         return;
     }
@@ -130,54 +81,25 @@ fn lowest_priority_member_meets_its_deadlines_from_the_first_job() {
         return;
     }
     let _turn = root::realtime_turn();
-    let dir: PathBuf = std::env::temp_dir().join(format!("rtbox-startup-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("log")).unwrap();
-    std::fs::write(dir.join("box.toml"), CONFIG).unwrap();
-    let Some(cal) = calibrate(&dir) else {
-        panic!("rt-app calibration failed (no pLoad line)");
+    let system = rtbox_config::parse_str(CONFIG).expect("the issue's configuration");
+    let set = SizedSet {
+        index: 0,
+        tasks: system.tasks_of("A").cloned().collect(),
+        margin_pct: 0,
+        interface: "interface.bdm = { alpha = 0.83, delta = \"5ms\" }".into(),
+        config: CONFIG.to_string(),
     };
-    let bin = env!("CARGO_BIN_EXE_rtbox");
-    let out = Command::new(bin)
-        .args(["rt-app"])
-        .arg(dir.join("box.toml"))
-        .args(["--box", "A", "--duration", "4s", "--logdir"])
-        .arg(dir.join("log"))
-        .output()
-        .expect("rtbox rt-app");
-    assert!(out.status.success(), "rtbox rt-app: {out:?}");
-    let json = String::from_utf8(out.stdout).unwrap().replace(
-        "\"calibration\": \"CPU0\"",
-        &format!("\"calibration\": {cal}"),
-    );
-    std::fs::write(dir.join("a.json"), json).unwrap();
-
-    let daemon = Proc(
-        Command::new(bin)
-            .arg("daemon")
-            .arg("--config")
-            .arg(dir.join("box.toml"))
-            .arg("--socket")
-            .arg(dir.join("sock"))
-            .arg("--state")
-            .arg(dir.join("state.json"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start daemon"),
-    );
-    let t0 = Instant::now();
-    while !dir.join("sock").exists() && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(dir.join("sock").exists(), "daemon socket did not appear");
-
-    // A busy disk on the state file's file system, and the canaries.
+    let dir = fidelity::scratch("startup", 0);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cal = calibrate(&dir).expect("rt-app calibration (no pLoad line)");
+    // A busy disk on the state file's file system.
     let stop = Arc::new(AtomicBool::new(false));
-    let late = Arc::new(Mutex::new(Vec::new()));
-    let mut helpers = Vec::new();
-    {
-        let (stop, file) = (stop.clone(), dir.join("disk-load"));
-        helpers.push(std::thread::spawn(move || {
+    let writer = {
+        let (stop, file) = (
+            stop.clone(),
+            std::env::temp_dir().join(format!("rtbox-startup-disk-{}", std::process::id())),
+        );
+        std::thread::spawn(move || {
             let block = vec![0x5au8; 8 << 20];
             while !stop.load(Ordering::Relaxed) {
                 use std::io::Write;
@@ -187,75 +109,41 @@ fn lowest_priority_member_meets_its_deadlines_from_the_first_job() {
                 }
             }
             let _ = std::fs::remove_file(&file);
-        }));
-    }
-    for cpu in 0..2 {
-        let (stop, late) = (stop.clone(), late.clone());
-        helpers.push(std::thread::spawn(move || canary(cpu, stop, late)));
-    }
-
-    let run = Command::new(bin)
-        .args(["exec", "A", "--socket"])
-        .arg(dir.join("sock"))
-        .args(["--", "rt-app"])
-        .arg(dir.join("a.json"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("rtbox exec rt-app");
-    stop.store(true, Ordering::Relaxed);
-    for h in helpers {
-        let _ = h.join();
-    }
-    drop(daemon);
-    assert!(run.success(), "rt-app inside the box failed: {run:?}");
-
-    let log = std::fs::read_dir(dir.join("log"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("rt-app-t3-"))
         })
-        .expect("rt-app log of t3");
-    let rows = parse_log(&std::fs::read_to_string(&log).unwrap()).expect("t3 log");
-    assert!(rows.len() >= 40, "t3 ran only {} jobs in 4 s", rows.len());
-    let late = late.lock().unwrap().clone();
-    let first = rows[0].start;
-    let mut own = Vec::new();
-    let mut excused = 0;
-    for r in rows.iter().filter(|r| r.start - first < START_WINDOW_US) {
-        let Some(lateness) = job_missed(r, T3_PERIOD_NS, T3_PERIOD_NS) else {
-            continue;
-        };
-        // release = end + slack - P (µs, CLOCK_MONOTONIC, as rt-app logs them).
-        let release = ((r.end + r.slack) * 1000) as u64 - T3_PERIOD_NS;
-        let deadline = release + T3_PERIOD_NS;
-        let stalled = late
-            .iter()
-            .any(|&(t, l)| l > STALL_NS && t >= release && t <= deadline);
-        if stalled {
-            excused += 1;
-        } else {
-            own.push((r.start - first, lateness / 1000));
-        }
-    }
-    let worst_canary = late.iter().map(|&(_, l)| l).max().unwrap_or(0);
+    };
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_rtbox"));
+    // RTBOX_STARTUP_SECS: a longer run (the issue's acceptance runs 15 s).
+    let secs: u64 = std::env::var("RTBOX_STARTUP_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let o = run(bin, &set, secs, cal, &dir);
+    stop.store(true, Ordering::Relaxed);
+    let _ = writer.join();
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = o.expect("real run");
+    let own: Vec<_> = o
+        .tasks
+        .iter()
+        .flat_map(|t| t.own.iter().map(move |m| (t.name.clone(), *m)))
+        .collect();
     eprintln!(
-        "{name}: t3 {} jobs; first 2 s: {} misses outside machine stalls {:?} (job start us, \
-         lateness us), {excused} during stalls; canary worst {} us, {} wake-ups > {} us; \
-         calibration {cal} ns/loop",
-        rows.len(),
+        "{name}: {} jobs, {} misses, {} outside machine stalls {:?} (task, (job start us, lateness ns)); \
+         canary worst {:.1} ms, {} wake-ups > 2 ms; calibration {cal} ns/loop",
+        o.jobs(),
+        o.misses(),
         own.len(),
         own,
-        worst_canary / 1000,
-        late.iter().filter(|&&(_, l)| l > STALL_NS).count(),
-        STALL_NS / 1000
+        o.canary_worst as f64 / 1e6,
+        o.stalls
     );
-    assert!(
-        own.is_empty(),
-        "t3 missed deadlines in its first 2 s outside machine stalls: {own:?}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    for t in &o.tasks {
+        assert!(
+            t.jobs >= 10 * secs,
+            "{} ran only {} jobs in {secs} s",
+            t.name,
+            t.jobs
+        );
+    }
+    assert!(own.is_empty(), "misses outside machine stalls: {own:?}");
 }

@@ -17,7 +17,7 @@
 //! unguarded.
 
 use std::fs::File;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -219,18 +219,23 @@ impl Backstop {
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members, or
-    /// `extra` is readable.
-    pub fn sleep_until(&self, deadline: u64, extra: Option<std::os::fd::BorrowedFd<'_>>) {
+    /// one of `extra` (the BPF sensor's events, process events) is readable; which of `extra`
+    /// were readable when it woke.
+    pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Vec<bool> {
         let now = rtbox_linux::monotonic_ns();
         if deadline <= now {
-            return;
+            return vec![false; extra.len()];
         }
         let mut fds = vec![self.wake.as_fd()];
-        fds.extend(extra);
-        if let Ok(r) = fdwait::wait_readable(&fds, Some(deadline - now)) {
-            if r[0] {
-                self.wake.take();
+        fds.extend_from_slice(extra);
+        match fdwait::wait_readable(&fds, Some(deadline - now)) {
+            Ok(r) => {
+                if r[0] {
+                    self.wake.take();
+                }
+                r[1..].to_vec()
             }
+            Err(_) => vec![false; extra.len()],
         }
     }
 

@@ -430,17 +430,22 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
                 cfg.config_path.as_deref(),
             );
         }
+        // Answers go out after the step: a process attached by `rtbox exec` waits for the
+        // answer before it runs its command, so it starts placed (band, CPUs), not just joined.
+        let mut answers = Vec::new();
         while let Ok(inc) = rx.try_recv() {
-            let answer = handle(&mut rt, &mut access, inc.req, inc.uid);
-            let _ = inc.reply.send(answer);
+            answers.push((handle(&mut rt, &mut access, inc.req, inc.uid), inc.reply));
         }
         let now = rt.now();
         rt.step(now);
+        for (answer, reply) in answers {
+            let _ = reply.send(answer);
+        }
         rt.read_job_pages(false);
         start::reap_commands(&mut members.commands);
         let next = rt.next_wakeup(rt.now());
         rt.follow_exhaustion();
-        rt.sleep_until(rt.to_monotonic(next));
+        rt.wait_until(rt.to_monotonic(next));
     }
     tracing::info!("stopping: restoring every managed thread");
     rt.shutdown();

@@ -6,7 +6,7 @@
 //! when the socket buffer is full; the next [`ProcEvents::drain`] then reports
 //! [`Drained::lost`] and the caller falls back to a full /proc scan.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use crate::LinuxError;
 
@@ -154,6 +154,14 @@ impl ProcEvents {
             parse_datagram(&buf[..n as usize], &mut out.events);
         }
         out
+    }
+}
+
+/// The socket becomes readable when an event is queued: the loop sleeps on it, so a member's
+/// fork is placed when it happens rather than at the next step.
+impl AsFd for ProcEvents {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

@@ -102,6 +102,43 @@ impl StatFile {
     pub fn runnable(&mut self) -> bool {
         self.state() == Some('R')
     }
+
+    /// State, RT priority and policy in one read, `None` once the thread is gone.
+    pub fn sample(&mut self) -> Option<StatSample> {
+        parse_sample(self.0.read()?)
+    }
+}
+
+/// What one read of `/proc/<tid>/stat` tells the loop: the state letter (field 3) and the
+/// thread's own scheduling class, `rt_priority` (field 40) and `policy` (field 41), so a
+/// policy change is seen at the next step without a `sched_getattr` per member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatSample {
+    pub state: char,
+    /// `None` when the read was cut short before field 41.
+    pub policy: Option<(u32, u32)>,
+}
+
+impl StatSample {
+    pub fn runnable(&self) -> bool {
+        self.state == 'R'
+    }
+}
+
+/// Parses a stat line: fields after the last ')' (the command name may contain one) start at
+/// field 3.
+fn parse_sample(text: &[u8]) -> Option<StatSample> {
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(text.get(close + 2..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // Field 3 was taken; fields 40 and 41 are the 37th and 38th after it.
+    let mut tail = fields.skip(36);
+    let policy = match (tail.next(), tail.next()) {
+        (Some(prio), Some(pol)) => prio.parse().ok().zip(pol.parse().ok()).map(|(p, q)| (q, p)),
+        _ => None,
+    };
+    Some(StatSample { state, policy })
 }
 
 /// `/proc/<tid>/schedstat`, kept open: the kernel's own CPU time of the thread
@@ -212,6 +249,19 @@ pub fn children(tid: i32) -> Result<Option<Vec<i32>>, LinuxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_sample_reads_state_and_the_threads_own_policy() {
+        // migration/0 on this kernel: SCHED_FIFO (1) at RT priority 99.
+        let line = b"18 (mi (g) r) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 -100 0 1 0 14 0 0 \
+18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 17 0 99 1 0 0 0 0 0 0 0 0 0 0 0";
+        let s = parse_sample(line).unwrap();
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.policy, Some((1, 99)));
+        let cut = b"18 (x) R 2 0 0 0";
+        assert_eq!(parse_sample(cut).unwrap().policy, None);
+        assert!(parse_sample(cut).unwrap().runnable());
+    }
 
     #[test]
     fn stat_parses_names_with_spaces_and_parens() {

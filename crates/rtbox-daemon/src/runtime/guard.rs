@@ -4,6 +4,7 @@
 //! runtime acts on it.
 
 use std::collections::BTreeMap;
+use std::os::fd::BorrowedFd;
 
 use rtbox_core::ServerId;
 use rtbox_model::Nanos;
@@ -218,18 +219,24 @@ impl Guard {
         Some(locked)
     }
 
-    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop, or `extra` becoming readable
-    /// (the BPF sensor's events), wakes it early.
-    pub fn sleep_until(&self, deadline: u64, extra: Option<std::os::fd::BorrowedFd<'_>>) {
-        match (&self.backstop, extra) {
-            (Some(b), _) => b.sleep_until(deadline, extra),
-            (None, Some(fd)) => {
-                let now = rtbox_linux::monotonic_ns();
-                if deadline > now {
-                    let _ = rtbox_linux::fdwait::wait_readable(&[fd], Some(deadline - now));
-                }
+    /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop, or one of `extra` becoming
+    /// readable (the BPF sensor's events, process events), wakes it early. Which of `extra`
+    /// were readable.
+    pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Vec<bool> {
+        match &self.backstop {
+            Some(b) => b.sleep_until(deadline, extra),
+            None if extra.is_empty() => {
+                rtbox_linux::sleep_until(deadline);
+                Vec::new()
             }
-            (None, None) => rtbox_linux::sleep_until(deadline),
+            None => {
+                let now = rtbox_linux::monotonic_ns();
+                if deadline <= now {
+                    return vec![false; extra.len()];
+                }
+                rtbox_linux::fdwait::wait_readable(extra, Some(deadline - now))
+                    .unwrap_or_else(|_| vec![false; extra.len()])
+            }
         }
     }
 

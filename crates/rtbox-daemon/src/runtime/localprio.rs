@@ -12,6 +12,8 @@
 
 use rtbox_linux::sched::SchedAttr;
 
+use super::apply::Applied;
+
 /// The local priority a thread's own policy stands for: its RT priority for SCHED_FIFO/RR,
 /// 0 for every other policy (normal threads rank below every RT member of the box).
 pub fn local_priority(attr: &SchedAttr) -> u32 {
@@ -31,6 +33,18 @@ pub fn changed_by_member(current: &SchedAttr, applied: &SchedAttr, local: u32) -
     }
     let p = local_priority(current);
     (p != local).then_some(p)
+}
+
+/// Whether a member's own (policy, RT priority), as its stat file shows them at every step,
+/// differ from what rtbox last set: then it (or its program) changed them, and the step puts it
+/// back (re-ranked) at once. Measured: rt-app's threads set their FIFO priority right after
+/// they start; found only by the 4 ms scan, they ran that long at their own priority, above or
+/// below the box's band. Unknown either way (no decision yet, short read): no change.
+pub fn own_change(own: Option<(u32, u32)>, applied: Option<&Applied>) -> bool {
+    match (own, applied) {
+        (Some((policy, prio)), Some(a)) => policy != a.attr.policy || prio != a.attr.priority,
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -56,6 +70,20 @@ mod tests {
             ..SchedAttr::fifo(47)
         };
         assert_eq!(changed_by_member(&own, &applied, 47), None);
+    }
+
+    #[test]
+    fn a_stat_policy_other_than_rtboxs_is_an_own_change() {
+        let a = Applied {
+            attr: SchedAttr::fifo(62),
+            cpus: vec![0],
+            frozen: false,
+        };
+        assert!(!own_change(Some((1, 62)), Some(&a)));
+        assert!(own_change(Some((1, 50)), Some(&a)), "rt-app set FIFO 50");
+        assert!(own_change(Some((0, 0)), Some(&a)), "back to normal");
+        assert!(!own_change(None, Some(&a)));
+        assert!(!own_change(Some((1, 50)), None), "not placed yet");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! events, /proc, attached cgroups, policy drift).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -59,6 +60,8 @@ pub struct Member {
     pub ready: bool,
     /// Its stat file kept open (state polled every step without reopening).
     stat: Option<procfs::StatFile>,
+    /// Its own (policy, RT priority) as the last stat read showed them.
+    pub own_policy: Option<(u32, u32)>,
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     pub freeze: Option<Arc<std::fs::File>>,
     pub snapshot: ThreadSnapshot,
@@ -99,7 +102,10 @@ impl Member {
         self.frozen()
             || thawing
             || match self.stat.as_mut() {
-                Some(f) => f.runnable(),
+                Some(f) => f.sample().is_some_and(|s| {
+                    self.own_policy = s.policy;
+                    s.runnable()
+                }),
                 None => procfs::stat(tid).map(|s| s.runnable()).unwrap_or(false),
             }
     }
@@ -187,6 +193,9 @@ pub struct Members {
     pub unplaced: bool,
     /// The BPF sensor, when the loop uses it (`runtime/sensor.rs`).
     pub sensor: Option<Arc<rtbox_bpf::Sensor>>,
+    /// A member's stat showed a policy other than the one rtbox set (see
+    /// [`localprio::own_change`]): the step corrects drift at once instead of at the next scan.
+    pub own_change: bool,
 }
 
 impl Members {
@@ -205,6 +214,7 @@ impl Members {
             rt: RtGrants::default(),
             unplaced: false,
             sensor: None,
+            own_change: false,
         }
     }
 
@@ -402,6 +412,7 @@ impl Members {
                     applied: None,
                     ready: false,
                     stat: procfs::StatFile::open(tid).ok(),
+                    own_policy: None,
                     freeze: None,
                     snapshot: s,
                 },
@@ -583,6 +594,7 @@ impl Members {
                 m.paired_frozen = false;
             }
             let ready = m.runnable(*tid, now);
+            self.own_change |= localprio::own_change(m.own_policy, m.applied.as_ref());
             if ready != m.ready {
                 m.ready = ready;
                 let _ = if ready {
@@ -872,10 +884,13 @@ impl Members {
                     child_tid,
                     child_tgid,
                 } => {
-                    let bx = self
-                        .by_tid
-                        .get(&parent_tid)
-                        .map(|m| m.box_name.clone())
+                    // A new thread of a member process joins whoever its kernel "parent"
+                    // is (the process's parent, not the creating thread: see
+                    // `forkwait::thread_of_process`).
+                    let own = super::forkwait::thread_of_process(child_tid, child_tgid);
+                    let bx = own
+                        .and_then(|p| self.procs.get(&p).or_else(|| pending.get(&p)).cloned())
+                        .or_else(|| self.by_tid.get(&parent_tid).map(|m| m.box_name.clone()))
                         .or_else(|| self.procs.get(&parent_tgid).cloned())
                         .or_else(|| pending.get(&parent_tid).cloned())
                         .or_else(|| pending.get(&parent_tgid).cloned());
@@ -905,6 +920,11 @@ impl Members {
         self.attachments
             .iter()
             .any(|a| matches!(a.target, Target::Cgroup(_)))
+    }
+
+    /// The process events' socket, readable when events are queued.
+    pub fn events_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.events.as_ref().map(|e| e.as_fd())
     }
 
     /// Whether process events are available.

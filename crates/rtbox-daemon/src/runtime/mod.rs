@@ -21,6 +21,7 @@
 pub mod apply;
 pub mod bands;
 pub mod error;
+mod forkwait;
 pub mod guard;
 mod host;
 pub mod jobs;
@@ -157,6 +158,8 @@ pub struct Runtime {
     sensor: Option<std::sync::Arc<rtbox_bpf::Sensor>>,
     /// When the last step began (core time): see [`Runtime::next_wakeup`].
     step_started: Nanos,
+    /// Until when the loop polls fast for new members' own priority changes (`forkwait.rs`).
+    watch_until: Nanos,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -377,6 +380,7 @@ impl Runtime {
             trace: std::env::var_os("RTBOX_TRACE").is_some(),
             sensor,
             step_started: 0,
+            watch_until: 0,
         })
     }
 
@@ -646,6 +650,10 @@ impl Runtime {
         let stopped = self.guard.take_report(now);
         self.members.mark_frozen(&stopped);
         self.members.charge(&mut self.sched, now);
+        // A member changed its own policy (seen in its stat): re-ranked and put back now.
+        if std::mem::take(&mut self.members.own_change) {
+            self.members.correct_drift(&mut self.sched, now);
+        }
         self.sched.advance(now);
         self.record_events(now);
         // Decide and record first, so the backstop's plan covers the new state (taking what it
@@ -875,8 +883,8 @@ impl Runtime {
     /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop or a sensor event wakes it
     /// early.
     pub fn sleep_until(&self, deadline: u64) {
-        self.guard
-            .sleep_until(deadline, sensor::wake_fd(self.sensor.as_ref()));
+        let sensor_fd: Vec<_> = sensor::wake_fd(self.sensor.as_ref()).into_iter().collect();
+        self.guard.sleep_until(deadline, &sensor_fd);
         if tracing::enabled!(tracing::Level::TRACE) {
             let woke = rtbox_linux::monotonic_ns();
             tracing::trace!(
@@ -940,13 +948,14 @@ impl Runtime {
             budget_left = ?budget_left,
             "next wake-up"
         );
-        wakeup_time(
+        let at = wakeup_time(
             now,
             timer,
             self.sched.next_replenishment(),
             self.poll_interval(),
             budget_left,
-        )
+        );
+        forkwait::watch_new_members(at, now, self.watch_until)
     }
 
     /// How long the loop may sleep without looking at the members. Between two steps a member

@@ -1,0 +1,90 @@
+//! Fidelity of analysis-sized boxes on the real kernel (see `rtbox_harness::fidelity`):
+//! `fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED]` runs sets FIRST..FIRST+COUNT
+//! for SECS seconds each and prints one table row per set, the simulator's figures beside the
+//! real ones. Takes the machine-wide real-runtime lock for the whole chunk. Needs root and
+//! rt-app; experiments/fidelity.sh runs it in chunks beside unmanaged load.
+
+use std::path::PathBuf;
+
+use rtbox_harness::fidelity::{self, calibrate, draw, rt_app_present, run, simulate, size};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED]");
+        std::process::exit(2);
+    }
+    if !rtbox_linux::is_root() || !rt_app_present() {
+        eprintln!("fidelity: needs root and rt-app (Debian package rt-app); skipped");
+        return;
+    }
+    let rtbox = PathBuf::from(&a[1]);
+    let num = |i: usize, d: u64| a.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+    let (first, count, secs) = (num(2, 0), num(3, 20), num(4, 4));
+    let (margin, seed) = (num(5, 60), num(6, 2026));
+    let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
+    let cal_dir = fidelity::scratch("cal", first);
+    std::fs::create_dir_all(&cal_dir).unwrap();
+    let Some(cal) = calibrate(&cal_dir) else {
+        eprintln!("fidelity: rt-app calibration failed");
+        std::process::exit(1);
+    };
+    let _ = std::fs::remove_dir_all(&cal_dir);
+    println!(
+        "# seed {seed}, sets {first}..{}, {secs} s each, WCET margin {margin} %, rt-app calibration {cal} ns/loop",
+        first + count
+    );
+    for i in first..first + count {
+        let set = match size(i, draw(seed, i), margin) {
+            Ok(s) => s,
+            Err(why) => {
+                println!("| {i} | not sized: {why} |");
+                continue;
+            }
+        };
+        let dir = fidelity::scratch("run", i);
+        let sim = {
+            let _ = std::fs::create_dir_all(&dir);
+            let f = dir.join("sim.toml");
+            let _ = std::fs::write(&f, &set.config);
+            simulate(&rtbox, &f, secs)
+        };
+        let (sim_jobs, sim_misses) = sim.unwrap_or((0, u64::MAX));
+        match run(&rtbox, &set, secs, cal, &dir) {
+            Ok(o) => {
+                let own: Vec<String> = o
+                    .tasks
+                    .iter()
+                    .flat_map(|t| {
+                        t.own.iter().map(move |(at, late)| {
+                            format!(
+                                "{}@{:.0}ms+{:.1}ms",
+                                t.name,
+                                *at as f64 / 1e3,
+                                *late as f64 / 1e6
+                            )
+                        })
+                    })
+                    .collect();
+                println!(
+                    "| {i} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {} | {} |",
+                    set.tasks.len(),
+                    set.utilization(),
+                    set.interface.trim_start_matches("interface.bdm = "),
+                    o.jobs(),
+                    o.misses(),
+                    o.own_misses(),
+                    o.canary_worst as f64 / 1e6,
+                    o.stalls,
+                    o.steal_ns as f64 / 1e6,
+                    o.cpu_over_wcet,
+                    sim_jobs,
+                    sim_misses,
+                    own.join(" ")
+                );
+            }
+            Err(e) => println!("| {i} | run failed: {e} |"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,539 @@
+//! Fidelity on the real kernel: random periodic task sets, each in a box sized by rtbox's own
+//! synthesis (with a stated WCET margin), admitted by the real daemon and run with rt-app for
+//! a few seconds, beside a SCHED_FIFO 99 canary per CPU; every deadline miss is classified as
+//! the machine's (a canary stall inside the job's window at least as long as the job was late)
+//! or rtbox's. The same set runs in the simulator for comparison.
+//!
+//! The drivers are `examples/fidelity.rs` (experiments/fidelity.sh) and the CI test
+//! `rtbox-cli/tests/fidelity.rs`. Real runs need root, rt-app and the machine-wide real-runtime
+//! lock (the caller takes it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rtbox_analysis::synth::{synthesize_box, Request};
+use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_model::{Nanos, TaskSpec};
+use rtbox_workload::rng::Rng;
+use rtbox_workload::rtapp_log::{job_missed, parse_log};
+use rtbox_workload::taskset::{Priorities, TaskSetParams, UtilMethod};
+
+/// The BDM delay every box is synthesized for.
+pub const DELTA: Nanos = 5_000_000;
+/// A canary wake-up later than this is recorded (the loop's steps take < 0.3 ms).
+const CANARY_RECORD: u64 = 500_000;
+/// The box is admitted only below this share per CPU (rtbox's admission cap).
+const ALPHA_CAP: f64 = 0.95;
+
+/// One random task set and the box rtbox's synthesis sized for it.
+#[derive(Debug, Clone)]
+pub struct SizedSet {
+    pub index: u64,
+    /// The tasks as rt-app runs them (nominal WCET).
+    pub tasks: Vec<TaskSpec>,
+    /// The WCET margin the box was sized with, in percent.
+    pub margin_pct: u64,
+    /// The synthesized interface line (`interface.bdm = {...}`).
+    pub interface: String,
+    /// Configuration for the daemon, the simulator and `rtbox rt-app` (nominal WCETs).
+    pub config: String,
+}
+
+impl SizedSet {
+    pub fn utilization(&self) -> f64 {
+        self.tasks
+            .iter()
+            .map(|t| t.wcet as f64 / t.period as f64)
+            .sum()
+    }
+}
+
+/// The set `index` of stream `seed`: 3-5 periodic tasks with periods of 10-100 ms (1 ms
+/// granularity), total utilization 0.3-0.9 CPUs (RandFixedSum, at most 0.45 per task),
+/// rate-monotonic priorities (implicit deadlines, so deadline-monotonic), in a global FIFO
+/// box on CPUs 0-1.
+pub fn draw(seed: u64, index: u64) -> Vec<TaskSpec> {
+    let mut rng = Rng::stream(seed, index);
+    let n = rng.range_inclusive(3, 5) as usize;
+    let utilization = 0.3 + 0.6 * rng.uniform();
+    let p = TaskSetParams {
+        tasks: n,
+        utilization,
+        method: UtilMethod::RandFixedSum,
+        max_task_util: 0.45,
+        priorities: Priorities::DeadlineMonotonic,
+        box_name: Some("A".into()),
+        ..TaskSetParams::default()
+    };
+    p.generate(&mut rng).expect("valid parameters")
+}
+
+/// The configuration text of `tasks` in box A with the interface line `interface`.
+pub fn config_text(tasks: &[TaskSpec], interface: &str) -> String {
+    let mut s = format!(
+        "[platform]\ncpus = 2\n\n[[box]]\nname = \"A\"\ncpus = \"0-1\"\npolicy = \"fifo\"\nplacement = \"global\"\n{interface}\n"
+    );
+    for t in tasks {
+        s += &format!(
+            "\n[[task]]\nname = \"{}\"\nbox = \"A\"\npriority = {}\nwcet = \"{}ns\"\nperiod = \"{}ns\"\n",
+            t.name,
+            t.priority.unwrap_or(1),
+            t.wcet,
+            t.period
+        );
+    }
+    s
+}
+
+/// WCET `c` with a margin of `pct` percent (rounded up).
+pub fn with_margin(c: Nanos, pct: u64) -> Nanos {
+    (c * (100 + pct)).div_ceil(100)
+}
+
+/// Sizes a box for `tasks` with WCETs `margin_pct` larger: the smallest BDM interface (delay
+/// [`DELTA`]) rtbox's synthesis finds. `Err` with the reason when there is none, or when its
+/// bandwidth is above what the daemon admits.
+pub fn size(index: u64, tasks: Vec<TaskSpec>, margin_pct: u64) -> Result<SizedSet, String> {
+    let inflated: Vec<TaskSpec> = tasks
+        .iter()
+        .map(|t| TaskSpec {
+            wcet: with_margin(t.wcet, margin_pct),
+            ..t.clone()
+        })
+        .collect();
+    let probe = config_text(
+        &inflated,
+        "interface.bdm = { alpha = 0.99, delta = \"5ms\" }",
+    );
+    let system = rtbox_config::parse_str(&probe).map_err(|e| e.to_string())?;
+    let syn =
+        synthesize_box(&system, "A", Request::Bdm { delta: DELTA }).map_err(|e| e.to_string())?;
+    let interface = syn
+        .toml
+        .lines()
+        .find(|l| l.starts_with("interface."))
+        .ok_or("synthesis gave no interface line")?
+        .to_string();
+    let alpha: f64 = interface
+        .split("alpha = ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|a| a.parse().ok())
+        .ok_or("no alpha in the interface")?;
+    if alpha > ALPHA_CAP {
+        return Err(format!("alpha {alpha:.3} above the cap {ALPHA_CAP}"));
+    }
+    let config = config_text(&tasks, &interface);
+    Ok(SizedSet {
+        index,
+        tasks,
+        margin_pct,
+        interface,
+        config,
+    })
+}
+
+/// A recorded canary wake-up: CPU, when it was due, how late it came (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Late {
+    pub cpu: u32,
+    pub due: u64,
+    pub late: u64,
+}
+
+/// Rule: a job that finished `lateness` after its deadline missed because of the machine when,
+/// on one CPU, the canary's lateness inside the job's window (release .. end) adds up to at
+/// least `lateness`: the vCPU was stopped (or a higher class ran) at least that long while
+/// the job was pending, more than the slack it had, so no scheduling in the guest could have
+/// met the deadline. Otherwise the miss is rtbox's.
+pub fn during_stall(release: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
+    let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
+    for l in late {
+        if l.due + l.late >= release && l.due <= end {
+            *per_cpu.entry(l.cpu).or_default() += l.late;
+        }
+    }
+    per_cpu.values().any(|&s| s >= lateness)
+}
+
+/// What one task did in one real run.
+#[derive(Debug, Clone, Default)]
+pub struct TaskOutcome {
+    pub name: String,
+    pub jobs: u64,
+    pub misses: u64,
+    /// Misses not explained by a canary stall ([`during_stall`]).
+    pub own: Vec<(u64, u64)>,
+}
+
+/// What one real run of a set measured.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutcome {
+    pub tasks: Vec<TaskOutcome>,
+    pub canary_worst: u64,
+    /// Canary wake-ups later than 2 ms.
+    pub stalls: usize,
+    pub steal_ns: u64,
+    /// CPU time rt-app used over the run against its jobs' nominal WCETs.
+    pub cpu_over_wcet: f64,
+}
+
+impl RunOutcome {
+    pub fn jobs(&self) -> u64 {
+        self.tasks.iter().map(|t| t.jobs).sum()
+    }
+    pub fn misses(&self) -> u64 {
+        self.tasks.iter().map(|t| t.misses).sum()
+    }
+    pub fn own_misses(&self) -> usize {
+        self.tasks.iter().map(|t| t.own.len()).sum()
+    }
+}
+
+/// The same set in `rtbox sim`: (jobs, misses).
+pub fn simulate(rtbox: &Path, config: &Path, secs: u64) -> Result<(u64, u64), String> {
+    let out = Command::new(rtbox)
+        .arg("sim")
+        .arg(config)
+        .args(["--duration", &format!("{secs}s"), "--json"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("rtbox sim: {e}"))?;
+    let tasks = v["tasks"].as_array().ok_or("rtbox sim: no tasks")?;
+    let sum = |k: &str| tasks.iter().filter_map(|t| t[k].as_u64()).sum::<u64>();
+    Ok((sum("jobs"), sum("misses")))
+}
+
+/// rt-app's ns per loop: the smallest of three calibrations (the least disturbed one), each
+/// run at SCHED_FIFO 90 so unmanaged normal load does not lengthen it (measured beside one
+/// hog per CPU as a normal process: 427 ns per loop against 15 on an idle CPU).
+pub fn calibrate(dir: &Path) -> Option<u64> {
+    let json = r#"{"tasks":{"c":{"loop":1,"run":1000}},"global":{"duration":1,"calibration":"CPU0","logdir":"LOGDIR","log_basename":"cal"}}"#
+        .replace("LOGDIR", &dir.display().to_string());
+    let f = dir.join("cal.json");
+    std::fs::write(&f, json).ok()?;
+    (0..3)
+        .filter_map(|_| {
+            let out = Command::new("chrt")
+                .args(["-f", "90", "rt-app"])
+                .arg(&f)
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stderr).to_string()
+                + &String::from_utf8_lossy(&out.stdout);
+            let at = text.find("pLoad = ")? + "pLoad = ".len();
+            text[at..].split("ns").next()?.trim().parse::<u64>().ok()
+        })
+        .min()
+}
+
+/// Every rt-app thread's first job is released this long after rt-app's common start.
+/// rt-app releases job k of every thread at its common start + k P; with its default
+/// `lock_pages` the main thread faults in each new thread's stack before it runs, so on a busy
+/// machine the last threads started 100-250 ms after that start and their first jobs were late
+/// from the outset, with or without rtbox (measured beside one hog per CPU: plain SCHED_FIFO
+/// rt-app, 23-55 misses per 3 s run, all in its first ~120 ms). A common delay lets every
+/// thread start (and join its box) before the first release: the first job of every task is
+/// then released together, the critical instant the analysis assumes.
+pub const START_DELAY_US: i64 = 300_000;
+
+/// rt-app JSON `json` with `"delay": delay_us` in every task.
+pub fn with_start_delay(json: &str, delay_us: i64) -> Result<String, String> {
+    let mut v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("rt-app JSON: {e}"))?;
+    let tasks = v["tasks"]
+        .as_object_mut()
+        .ok_or("rt-app JSON without tasks")?;
+    for t in tasks.values_mut() {
+        if let Some(o) = t.as_object_mut() {
+            o.insert("delay".into(), delay_us.into());
+        }
+    }
+    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+}
+
+/// Whether rt-app can be run.
+pub fn rt_app_present() -> bool {
+    Command::new("rt-app")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// One SCHED_FIFO 99 thread pinned to `cpu`, waking every 1 ms on an absolute timer until
+/// `stop`, recording every wake-up later than [`CANARY_RECORD`].
+fn canary(cpu: u32, stop: Arc<AtomicBool>, late: Arc<Mutex<Vec<Late>>>) {
+    let tid = sched::gettid();
+    let _ = sched::set_affinity(tid, &[cpu]);
+    let _ = sched::set_attr(tid, &SchedAttr::fifo(99));
+    let mut next = rtbox_linux::monotonic_ns() + 1_000_000;
+    while !stop.load(Ordering::Relaxed) {
+        rtbox_linux::sleep_until(next);
+        let now = rtbox_linux::monotonic_ns();
+        let l = now.saturating_sub(next);
+        if l > CANARY_RECORD {
+            late.lock().unwrap().push(Late {
+                cpu,
+                due: next,
+                late: l,
+            });
+        }
+        next = (next + 1_000_000).max(now + 500_000);
+    }
+}
+
+fn children_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a valid rusage to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// A daemon this run started; stopped (SIGTERM, then SIGKILL after 3 s) whatever happens.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(3) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `set` for real for `secs` seconds: the daemon with the set's configuration, rt-app
+/// inside box A (`rtbox exec`), the canaries and steal over the same window. `dir` is a fresh
+/// scratch directory; `calibration` rt-app's ns per loop.
+pub fn run(
+    rtbox: &Path,
+    set: &SizedSet,
+    secs: u64,
+    calibration: u64,
+    dir: &Path,
+) -> Result<RunOutcome, String> {
+    let _ = std::fs::remove_dir_all(dir);
+    let logdir = dir.join("log");
+    std::fs::create_dir_all(&logdir).map_err(|e| e.to_string())?;
+    let cfg = dir.join("set.toml");
+    std::fs::write(&cfg, &set.config).map_err(|e| e.to_string())?;
+    let out = Command::new(rtbox)
+        .arg("rt-app")
+        .arg(&cfg)
+        .args(["--box", "A", "--duration", &format!("{secs}s"), "--logdir"])
+        .arg(&logdir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "rtbox rt-app: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let json = String::from_utf8_lossy(&out.stdout).replace(
+        "\"calibration\": \"CPU0\"",
+        &format!("\"calibration\": {calibration}"),
+    );
+    let json = with_start_delay(&json, START_DELAY_US)?;
+    std::fs::write(dir.join("a.json"), json).map_err(|e| e.to_string())?;
+    let sock = dir.join("sock");
+    let daemon = Daemon(
+        Command::new(rtbox)
+            .arg("daemon")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--socket")
+            .arg(&sock)
+            .arg("--state")
+            .arg(dir.join("state.json"))
+            .stderr(std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?)
+            .spawn()
+            .map_err(|e| format!("daemon: {e}"))?,
+    );
+    let t0 = Instant::now();
+    while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !sock.exists() {
+        drop(daemon);
+        let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+        return Err(format!(
+            "daemon did not start: {}",
+            log.lines().last().unwrap_or("no log")
+        ));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let late = Arc::new(Mutex::new(Vec::new()));
+    let canaries: Vec<_> = (0..2)
+        .map(|cpu| {
+            let (stop, late) = (stop.clone(), late.clone());
+            std::thread::spawn(move || canary(cpu, stop, late))
+        })
+        .collect();
+    let steal0 = crate::host_steal_ns().unwrap_or(0);
+    let cpu0 = children_cpu_ns();
+    // Baseline (environment RTBOX_FIDELITY_PLAIN=1): the same rt-app JSON as plain
+    // SCHED_FIFO threads, outside any box (the daemon still runs, with an empty box).
+    let mut cmd = if std::env::var_os("RTBOX_FIDELITY_PLAIN").is_some() {
+        Command::new("rt-app")
+    } else {
+        let mut c = Command::new(rtbox);
+        c.args(["exec", "A", "--socket"])
+            .arg(&sock)
+            .args(["--", "rt-app"]);
+        c
+    };
+    let status = cmd
+        .arg(dir.join("a.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| e.to_string())?;
+    let cpu_used = children_cpu_ns().saturating_sub(cpu0);
+    let steal_ns = crate::host_steal_ns().unwrap_or(0).saturating_sub(steal0);
+    stop.store(true, Ordering::Relaxed);
+    for c in canaries {
+        let _ = c.join();
+    }
+    drop(daemon);
+    if !status.success() {
+        return Err(format!("rt-app inside the box: {status}"));
+    }
+    let late = late.lock().unwrap().clone();
+    let mut outcome = RunOutcome {
+        canary_worst: late.iter().map(|l| l.late).max().unwrap_or(0),
+        stalls: late.iter().filter(|l| l.late > 2_000_000).count(),
+        steal_ns,
+        ..RunOutcome::default()
+    };
+    let mut demand = 0u64;
+    for t in &set.tasks {
+        let log = std::fs::read_dir(&logdir)
+            .map_err(|e| e.to_string())?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name().is_some_and(|n| {
+                    n.to_string_lossy()
+                        .starts_with(&format!("rt-app-{}-", t.name))
+                })
+            })
+            .ok_or(format!("no rt-app log of {}", t.name))?;
+        let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+        let rows = parse_log(&text).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut o = TaskOutcome {
+            name: t.name.clone(),
+            jobs: rows.len() as u64,
+            ..TaskOutcome::default()
+        };
+        demand += rows.len() as u64 * t.wcet;
+        let first = rows.first().map_or(0, |r| r.start);
+        for r in &rows {
+            let Some(lateness) = job_missed(r, t.period, t.deadline) else {
+                continue;
+            };
+            o.misses += 1;
+            // release = end + slack - P (rt-app's µs, CLOCK_MONOTONIC).
+            let release = ((r.end + r.slack) * 1000) as u64 - t.period;
+            let end = (r.end * 1000) as u64;
+            if !during_stall(release, end, lateness, &late) {
+                o.own.push(((r.start - first) as u64, lateness));
+            }
+        }
+        outcome.tasks.push(o);
+    }
+    outcome.cpu_over_wcet = if demand > 0 {
+        cpu_used as f64 / demand as f64
+    } else {
+        0.0
+    };
+    Ok(outcome)
+}
+
+/// A scratch directory for set `index` under the system's temporary directory.
+pub fn scratch(tag: &str, index: u64) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "rtbox-fidelity-{tag}-{}-{index}",
+        std::process::id()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(cpu: u32, due_ms: u64, late_ms: u64) -> Late {
+        Late {
+            cpu,
+            due: due_ms * 1_000_000,
+            late: late_ms * 1_000_000,
+        }
+    }
+
+    #[test]
+    fn a_miss_is_the_machines_only_when_one_cpu_stalled_at_least_as_long() {
+        let ms = 1_000_000;
+        let stalls = [l(0, 105, 4), l(0, 112, 3), l(1, 110, 20)];
+        // Job 100..150 ms late by 20 ms: CPU 1 stalled 20 ms inside it.
+        assert!(during_stall(100 * ms, 150 * ms, 20 * ms, &stalls));
+        // Late by 21 ms: no CPU stalled that long (CPU 0: 7 ms, CPU 1: 20 ms).
+        assert!(!during_stall(100 * ms, 150 * ms, 21 * ms, &stalls));
+        // CPU 0's two stalls add up (7 ms) for a 6 ms miss.
+        assert!(during_stall(100 * ms, 150 * ms, 6 * ms, &stalls[..2]));
+        // Stalls outside the job's window excuse nothing.
+        assert!(!during_stall(200 * ms, 250 * ms, ms, &stalls));
+    }
+
+    #[test]
+    fn every_task_gets_the_start_delay() {
+        let j = r#"{"tasks":{"t0":{"priority":2,"run":1000},"t1":{"run":5}},"global":{}}"#;
+        let out: serde_json::Value =
+            serde_json::from_str(&with_start_delay(j, 300_000).unwrap()).unwrap();
+        assert_eq!(out["tasks"]["t0"]["delay"], 300_000);
+        assert_eq!(out["tasks"]["t1"]["delay"], 300_000);
+        assert_eq!(out["tasks"]["t0"]["run"], 1000);
+        assert!(with_start_delay("{}", 1).is_err());
+    }
+
+    #[test]
+    fn sets_are_reproducible_and_sized_with_the_margin() {
+        let a = draw(7, 3);
+        assert_eq!(a, draw(7, 3));
+        assert!((3..=5).contains(&a.len()));
+        assert!(a
+            .iter()
+            .all(|t| t.priority.is_some() && t.deadline == t.period));
+        assert_eq!(with_margin(1000, 25), 1250);
+        assert_eq!(with_margin(1001, 25), 1252);
+        // A light set always gets an admissible interface, sized for the inflated WCETs.
+        let light = vec![TaskSpec {
+            priority: Some(1),
+            box_name: Some("A".into()),
+            ..TaskSpec::periodic("t0", 2_000_000, 20_000_000)
+        }];
+        let s = size(0, light, 25).unwrap();
+        assert!(s.interface.starts_with("interface.bdm"), "{}", s.interface);
+        assert!(
+            s.config.contains("wcet = \"2000000ns\""),
+            "nominal WCET runs"
+        );
+        let sys = rtbox_config::parse_str(&s.config).unwrap();
+        assert!(
+            rtbox_analysis::synth::synthesize_box(&sys, "A", Request::Bdm { delta: DELTA }).is_ok()
+        );
+    }
+}
