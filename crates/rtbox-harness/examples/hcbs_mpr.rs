@@ -26,8 +26,8 @@ fn main() {
         "overrun: a period charged more than {} us beyond Theta (one loop step + stop latency)\n",
         overrun_slack() / 1000
     );
-    println!("| seed | box | tasks, U | MPR (Theta/Pi, m) | delivered CPU | periods | overrun p99 us | worst us | beyond slack | late loop wake-ups | host steal |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| seed | box | tasks, U | MPR (Theta/Pi, m) | delivered CPU | periods | overrun p99 us | worst us | beyond slack | loop stalls > slack | longest stall us | loop CPU | host steal |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for seed in 1..=seeds {
         let (case, expect, sized) = match mpr_case(seed, ns) {
             Ok(c) => c,
@@ -53,7 +53,7 @@ fn main() {
             let s = f.servers.iter().find(|s| s.0 == b.name);
             let (n, p99, worst, beyond) = s.map_or((0, 0, 0, 0), |s| (s.2, s.3, s.4, s.5));
             println!(
-                "| {seed} | {} (CPU {}) | {}, {:.3} | {:.3}/{:.0} ms, {} | {got:.4} of {:.4} | {n} | {:.1} | {:.1} | {beyond} | {} | {:.4} |",
+                "| {seed} | {} (CPU {}) | {}, {:.3} | {:.3}/{:.0} ms, {} | {got:.4} of {:.4} | {n} | {:.1} | {:.1} | {beyond} | {} | {:.1} | {:.4} | {:.4} |",
                 b.name,
                 b.cpu,
                 b.tasks,
@@ -65,6 +65,8 @@ fn main() {
                 p99 as f64 / 1e3,
                 worst as f64 / 1e3,
                 f.late_wakes,
+                f.worst_unseen as f64 / 1e3,
+                o.loop_cpu,
                 o.host_steal
             );
         }
