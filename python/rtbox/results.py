@@ -107,8 +107,21 @@ class TaskVerdict:
 
 
 @dataclass(frozen=True)
+class ChainVerdict:
+    """One chain of tasks (``after`` in the config) within its box: its end-to-end bound."""
+
+    #: The chain's tasks, head first.
+    stages: List[str]
+    end_to_end_bound_ns: Optional[int]
+    deadline_ns: int
+    schedulable: bool
+    #: How the bound was found (the CLI's wording).
+    method: str
+
+
+@dataclass(frozen=True)
 class BoxVerdict:
-    """One box: its supply, the test matching its policy and placement, and its tasks."""
+    """One box: its supply, the test matching its policy and placement, its tasks and chains."""
 
     box: str
     #: The reserved supply in words ("no reserved supply (shared)" for a shared box).
@@ -118,6 +131,7 @@ class BoxVerdict:
     schedulable: bool
     vcpu_cpus: List[int]
     tasks: List[TaskVerdict]
+    chains: List[ChainVerdict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,8 @@ class Analysis:
     boxes: List[BoxVerdict]
     #: Tasks in no box (not analysed).
     background: List[str]
+    #: No box shown has a task: ``schedulable`` is then False (a verdict would be vacuous).
+    nothing_to_analyse: bool = False
 
     def box(self, name: str) -> BoxVerdict:
         """The verdict of box ``name``."""
@@ -165,9 +181,11 @@ class Analysis:
             for t in b["tasks"]:
                 c = t.pop("check")
                 tasks.append(TaskVerdict(check=Check(**c) if c else None, **t))
-            boxes.append(BoxVerdict(**{**b, "tasks": tasks}))
+            chains = [ChainVerdict(**c) for c in b.get("chains", [])]
+            boxes.append(BoxVerdict(**{**b, "tasks": tasks, "chains": chains}))
         return Analysis(
             schedulable=d["schedulable"],
+            nothing_to_analyse=d.get("nothing_to_analyse", False),
             # The CLI's JSON carries the admission's fields at its top level.
             admission=Admission._from(d),
             boxes=boxes,

@@ -157,3 +157,23 @@ def test_analysis_carries_the_clis_loop_supply_cpu_and_condition(bdm_file, cli_j
     assert ours == [(t["cpu"], t["condition"]) for b in cli["boxes"] for t in b["tasks"]]
     assert all(c for _, c in ours), ours
     assert report.admission.cpus and report.admission.admitted is cli["admitted"]
+
+
+def test_chains_carry_the_clis_end_to_end_bounds(cli_json):
+    path = str(rtbox_examples() / "jack-pipeline.toml")
+    report = rtbox.load(path).analyze()
+    cli = cli_json("analyze", path)
+    ours = {
+        (b.box, tuple(c.stages)): (c.end_to_end_bound_ns, c.deadline_ns, c.schedulable, c.method)
+        for b in report.boxes
+        for c in b.chains
+    }
+    theirs = {
+        (b["box"], tuple(c["stages"])): (
+            c["end_to_end_bound_ns"], c["deadline_ns"], c["schedulable"], c["method"]
+        )
+        for b in cli["boxes"]
+        for c in b["chains"]
+    }
+    assert ours == theirs and ours, ours
+    assert report.nothing_to_analyse is cli["nothing_to_analyse"] is False
