@@ -101,6 +101,19 @@ pub fn run(args: Args) -> ExitCode {
         },
         None => (None, Vec::new(), Vec::new(), None),
     };
+    // The sensor: the option, else RTBOX_SENSOR, else the default; a wrong value in the
+    // environment is refused like a wrong option, not silently replaced.
+    let sensor = match (args.sensor, std::env::var("RTBOX_SENSOR")) {
+        (Some(s), _) => s,
+        (None, Ok(v)) => match v.parse() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("RTBOX_SENSOR={v:?}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Err(_)) => Default::default(),
+    };
     let cfg = DaemonConfig {
         socket: args.socket,
         state_file: args.state,
@@ -112,12 +125,7 @@ pub fn run(args: Args) -> ExitCode {
         poll: args.poll_us.max(100) * 1000,
         loop_step: args.loop_step_us.map(|us| us.saturating_mul(1000)),
         priorities: args.priorities.or(file_priorities),
-        sensor: args.sensor.unwrap_or_else(|| {
-            std::env::var("RTBOX_SENSOR")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_default()
-        }),
+        sensor,
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
