@@ -23,16 +23,7 @@ impl PidLock {
     /// writes this process's pid into it; [`LinuxError::Locked`] names the holder if another
     /// process has it.
     pub fn try_acquire(path: &Path) -> Result<PidLock, LinuxError> {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| LinuxError::io(path, e))?;
+        let mut file = open_lock_file(path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -45,41 +36,16 @@ impl PidLock {
             }
             Err(TryLockError::Error(e)) => return Err(LinuxError::io(path, e)),
         }
-        let pid = std::process::id();
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| writeln!(file, "{pid}"))
-            .map_err(|e| LinuxError::io(path, e))?;
-        Ok(PidLock {
-            _file: file,
-            path: path.to_path_buf(),
-        })
+        held(file, path)
     }
 
     /// Takes the lock on `path`, waiting for any holder to let go, and writes this process's
     /// pid into it. Used where waiting is right: the real-runtime tests of several checkouts
     /// (or of a test run beside an experiment) take turns on one machine's CPUs and cgroups.
     pub fn acquire(path: &Path) -> Result<PidLock, LinuxError> {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| LinuxError::io(path, e))?;
+        let file = open_lock_file(path)?;
         file.lock().map_err(|e| LinuxError::io(path, e))?;
-        let pid = std::process::id();
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| writeln!(file, "{pid}"))
-            .map_err(|e| LinuxError::io(path, e))?;
-        Ok(PidLock {
-            _file: file,
-            path: path.to_path_buf(),
-        })
+        held(file, path)
     }
 
     pub fn path(&self) -> &Path {
@@ -95,6 +61,33 @@ pub const REALTIME_LOCK: &str = "/tmp/rtbox-realtime.lock";
 /// Waits for and takes [`REALTIME_LOCK`].
 pub fn realtime_turn() -> Result<PidLock, LinuxError> {
     PidLock::acquire(Path::new(REALTIME_LOCK))
+}
+
+/// Opens (creating it, and its directory) the lock file at `path`.
+fn open_lock_file(path: &Path) -> Result<File, LinuxError> {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| LinuxError::io(path, e))
+}
+
+/// The lock on `file`, just taken: this process's pid written into it.
+fn held(mut file: File, path: &Path) -> Result<PidLock, LinuxError> {
+    let pid = std::process::id();
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{pid}"))
+        .map_err(|e| LinuxError::io(path, e))?;
+    Ok(PidLock {
+        _file: file,
+        path: path.to_path_buf(),
+    })
 }
 
 /// `PATH.lock`: the lock file that guards `path`.
