@@ -43,6 +43,10 @@ pub struct Args {
     /// else `perf` (measured cheaper at short periods; docs/runtime.md).
     #[arg(long)]
     pub sensor: Option<rtbox_daemon::runtime::sensor::SensorChoice>,
+    /// Serve `/metrics` over HTTP (Prometheus text format) at ADDR: `PORT` (loopback only),
+    /// `:PORT` (loopback) or `HOST:PORT` (e.g. `0.0.0.0:9464` to expose it beyond the host).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or per-target directives);
     /// overrides the RTBOX_LOG environment variable. Default: RTBOX_LOG, else `info`.
     #[arg(long)]
@@ -114,6 +118,18 @@ pub fn run(args: Args) -> ExitCode {
         },
         (None, Err(_)) => Default::default(),
     };
+    let metrics_listen = match args
+        .metrics_listen
+        .as_deref()
+        .map(rtbox_daemon::metricshttp::listen_addr)
+        .transpose()
+    {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let cfg = DaemonConfig {
         socket: args.socket,
         state_file: args.state,
@@ -126,6 +142,7 @@ pub fn run(args: Args) -> ExitCode {
         loop_step: args.loop_step_us.map(|us| us.saturating_mul(1000)),
         priorities: args.priorities.or(file_priorities),
         sensor,
+        metrics_listen,
     };
     match rtbox_daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
@@ -171,6 +188,7 @@ fn describe(e: &DaemonError) -> String {
         DaemonError::Members(e) => format!("{e}; refusing to start (nothing changed)"),
         DaemonError::User(e) => format!("{e}; refusing to start (nothing changed)"),
         DaemonError::UnknownCpu(e) => format!("{e}; refusing to start (nothing changed)"),
+        DaemonError::Metrics(e) => format!("{e}; refusing to start (nothing changed)"),
     }
 }
 

@@ -16,6 +16,7 @@ mod client;
 mod daemon;
 mod detach;
 mod exec;
+mod ocihook;
 mod rtapp;
 mod sim;
 mod status;
@@ -58,6 +59,10 @@ enum Command {
     Detach(detach::Args),
     /// Show the daemon's boxes, servers and members.
     Status(status::Args),
+    /// OCI runtime hook (createRuntime, poststop): containers annotated io.rtbox.* join their
+    /// box (state JSON on stdin; installed by contrib/oci/hooks.d/rtbox.json).
+    #[command(name = "oci-hook")]
+    OciHook(ocihook::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,5 +86,6 @@ fn main() -> ExitCode {
         Command::Exec(args) => exec::run(args),
         Command::Detach(args) => detach::run(args),
         Command::Status(args) => status::run(args),
+        Command::OciHook(args) => ocihook::run(args),
     }
 }

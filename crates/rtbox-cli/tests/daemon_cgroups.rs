@@ -638,3 +638,298 @@ fn a_config_naming_a_missing_container_is_refused_precisely() {
     assert!(!dir.join("sock").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The shipped hooks.d file (contrib/oci/hooks.d/rtbox.json) pointed at this build's binary
+/// and the test daemon's socket, in a directory of its own for `podman --hooks-dir`.
+struct HooksDir(PathBuf);
+
+impl HooksDir {
+    fn new(sock: &Path) -> HooksDir {
+        let shipped =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/oci/hooks.d/rtbox.json");
+        let mut hook: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(shipped).expect("contrib hook file"))
+                .expect("hook JSON");
+        hook["hook"]["path"] = env!("CARGO_BIN_EXE_rtbox").into();
+        hook["hook"]["args"] = serde_json::json!(["rtbox", "oci-hook", "--socket", sock]);
+        let dir = std::env::temp_dir().join(format!("rtbox-hooks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rtbox.json"), hook.to_string()).unwrap();
+        HooksDir(dir)
+    }
+
+    /// `podman --hooks-dir DIR run -d` of the test image with `annotations`, running `script`.
+    fn run(&self, name: &str, annotations: &[&str], script: &str) -> (bool, String) {
+        let mut args = vec![
+            "--hooks-dir",
+            self.0.to_str().unwrap(),
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--runtime",
+            "runc",
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1024:1024",
+        ];
+        for a in annotations {
+            args.extend(["--annotation", a]);
+        }
+        args.extend([IMAGE, "sh", "-c", script]);
+        podman(&args)
+    }
+}
+
+impl Drop for HooksDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free loopback port (bound and let go; the daemon binds it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET /metrics` over HTTP: the status line and the body.
+fn scrape(port: u16) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics port");
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+/// v1 `cpuacct.usage` (ns) of the container's cpuacct cgroup: what `podman stats` reads on
+/// a cgroup v1 host.
+fn cpuacct_ns(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let rel = text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        ctrl.split(',')
+            .any(|c| c == "cpuacct")
+            .then(|| path.to_string())
+    })?;
+    ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"]
+        .iter()
+        .find_map(|m| std::fs::read_to_string(format!("{m}{rel}/cpuacct.usage")).ok())
+        .and_then(|t| t.trim().parse().ok())
+}
+
+/// Polls `cond` for up to `limit`.
+fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < limit, "{what}: not after {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 15, the OCI hook: with the shipped hooks.d file, a container annotated
+/// `io.rtbox.box=audio` is a member of `audio` before its first instruction (its first command
+/// sees its init in its stop group at SCHED_FIFO) without any `rtbox attach`, keeps its
+/// cgroups, is counted by its own cgroups (v2 `cpu.stat` and the v1 `cpuacct` `podman stats`
+/// reads), appears in `/metrics` over HTTP with its id, and is released at stop. A container
+/// annotated with a budget gets a box of its own, deleted at stop. A bad annotation, a missing
+/// box or a missing daemon stop the container from starting, with the reason.
+#[test]
+fn annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop() {
+    let name = "annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop";
+    let Some((_turn, v2)) = setup(name) else {
+        return;
+    };
+    if Command::new("podman").arg("--version").output().is_err() {
+        eprintln!("{name}: skipped: podman is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    if sched::online_cpus() < 2 {
+        eprintln!("{name}: skipped: needs 2 CPUs");
+        return;
+    }
+    test_image().expect("test image");
+    let port = free_port();
+    let dir = Daemon::dir("hook");
+    let _ = std::fs::create_dir_all(&dir);
+    let mut d = {
+        // The daemon with --metrics-listen PORT (loopback).
+        let sock = dir.join("sock");
+        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
+        let child = Daemon::command(&dir, None)
+            .args(["--metrics-listen", &port.to_string()])
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("daemon");
+        wait_for(Duration::from_secs(10), "daemon socket", || sock.exists());
+        Daemon {
+            dir: dir.clone(),
+            sock,
+            child: Some(child),
+        }
+    };
+    d.ok(&[
+        "box", "create", "audio", "--budget", "30ms", "--period", "100ms", "--cpus", "1",
+    ]);
+    let hooks = HooksDir::new(&d.sock);
+    let tag = std::process::id();
+    let (na, nb) = (format!("rtbox-hook-a-{tag}"), format!("rtbox-hook-b-{tag}"));
+
+    // Joins by annotation; its first commands print what its init (pid 1 inside) is.
+    let (ok, out) = hooks.run(
+        &na,
+        &["io.rtbox.box=audio"],
+        "cat /proc/1/cgroup; grep policy /proc/1/sched; while :; do :; done",
+    );
+    assert!(ok, "podman run with io.rtbox.box: {out}");
+    let ca = Container(na.clone());
+    let pid = ca.pid();
+    let id = podman(&["inspect", "--format", "{{.Id}}", &na]).1;
+    wait_for(Duration::from_secs(5), "first output", || {
+        podman(&["logs", &na]).1.contains("policy")
+    });
+    let logs = podman(&["logs", &na]).1;
+    assert!(
+        logs.contains(&format!("libpod-{id}/rtbox-t{pid}")),
+        "the first instruction did not run in the box's stop group: {logs}"
+    );
+    let policy = logs
+        .lines()
+        .find(|l| l.starts_with("policy"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|v| v.trim().to_string());
+    assert_eq!(
+        policy.as_deref(),
+        Some("1"),
+        "not SCHED_FIFO at its first instruction: {logs}"
+    );
+    let stops = d.stops("audio");
+    assert!(
+        stops
+            .iter()
+            .any(|s| s["pid"] == pid && s["mechanism"] == "freeze"),
+        "{stops:?}"
+    );
+    // Its cgroups: every v1 line names the container's own cgroup, the v2 line is inside it.
+    for (t, text) in cgroup_lines(pid) {
+        for l in text.lines() {
+            assert!(l.contains(&format!("libpod-{id}")), "thread {t}: {l}");
+        }
+        let before: String = text.replace(&format!("/rtbox-t{t}"), "");
+        keeps_cgroups(&before, &text).unwrap();
+    }
+    // Counted by its own cgroups while held: the v2 cpu.stat and the v1 cpuacct that
+    // `podman stats` reads agree, at about the box's share.
+    let fa = ca.cpu_stat(&v2);
+    let (u0, c0, t0) = (
+        usage_us(&fa),
+        cpuacct_ns(pid).expect("cpuacct"),
+        Instant::now(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let (u1, c1) = (usage_us(&fa), cpuacct_ns(pid).unwrap());
+    let us = t0.elapsed().as_secs_f64() * 1e6;
+    let (s2, s1) = ((u1 - u0) as f64 / us, (c1 - c0) as f64 / 1e3 / us);
+    eprintln!("{name}: v2 cpu.stat share {s2:.4}, v1 cpuacct share {s1:.4} (box 0.3)");
+    assert!((s2 - s1).abs() < 0.01, "v2 {s2:.4} vs cpuacct {s1:.4}");
+    assert!(s1 > 0.2 && s1 < 0.32, "cpuacct share {s1:.4} of a 0.3 box");
+
+    // A box of its own from budget annotations.
+    let (ok, out) = hooks.run(
+        &nb,
+        &[
+            "io.rtbox.budget=20ms",
+            "io.rtbox.period=100ms",
+            "io.rtbox.cpus=1",
+        ],
+        "while :; do :; done",
+    );
+    assert!(ok, "podman run with io.rtbox.budget: {out}");
+    let cb = Container(nb.clone());
+    let id_b = podman(&["inspect", "--format", "{{.Id}}", &nb]).1;
+    let own = format!("ctr-{}", &id_b[..12]);
+    assert!(
+        d.stops(&own).iter().any(|s| s["pid"] == cb.pid()),
+        "{own}: {:?}",
+        d.stops(&own)
+    );
+
+    // Metrics over HTTP, labelled by container.
+    let (status, body) = scrape(port);
+    assert!(status.contains("200"), "{status}");
+    let label_a = format!(
+        "{{box=\"audio\",container_id=\"{id}\",container_name=\"{}\",engine=\"oci\"}}",
+        &id[..12]
+    );
+    assert!(
+        body.contains(&format!("rtbox_container_info{label_a} 1")),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("rtbox_container_member_threads{label_a} 1")),
+        "{body}"
+    );
+    assert!(body.contains(&format!("rtbox_container_cpu_seconds_total{label_a} ")));
+    assert!(body.contains(&format!("container_id=\"{id_b}\"")), "{body}");
+    assert!(body.contains("rtbox_server_budget_seconds{box=\"audio\",cpu=\"1\"} 0.03"));
+    assert!(scrape(port).0.contains("200"));
+
+    // Stopped: released by the poststop hook, its own box deleted.
+    let (ok, out) = podman(&["stop", "-t", "0", &na]);
+    assert!(ok, "{out}");
+    let (ok, out) = podman(&["stop", "-t", "0", &nb]);
+    assert!(ok, "{out}");
+    wait_for(Duration::from_secs(10), "release at stop", || {
+        d.stops("audio").is_empty()
+            && !d.ok(&["status"]).contains(&own)
+            && !scrape(port).1.contains("rtbox_container_info{")
+    });
+    assert!(no_stop_groups(&v2.join("libpod_parent")));
+
+    // Refusals: the container does not start and says why.
+    let (ok, out) = hooks.run(
+        &format!("rtbox-hook-c-{tag}"),
+        &["io.rtbox.budget=20"],
+        "true",
+    );
+    let _c = Container(format!("rtbox-hook-c-{tag}"));
+    assert!(!ok, "a bad annotation was accepted");
+    assert!(
+        out.contains("annotation io.rtbox.budget=\\\"20\\\"")
+            || out.contains("annotation io.rtbox.budget=\"20\""),
+        "{out}"
+    );
+    let (ok, out) = hooks.run(
+        &format!("rtbox-hook-d-{tag}"),
+        &["io.rtbox.box=nosuch"],
+        "true",
+    );
+    let _d = Container(format!("rtbox-hook-d-{tag}"));
+    assert!(!ok);
+    assert!(
+        out.contains("nosuch") && out.contains("does not exist"),
+        "{out}"
+    );
+    d.signal(libc::SIGTERM);
+    let (ok, out) = hooks.run(
+        &format!("rtbox-hook-e-{tag}"),
+        &["io.rtbox.box=audio"],
+        "true",
+    );
+    let _e = Container(format!("rtbox-hook-e-{tag}"));
+    assert!(!ok);
+    assert!(out.contains("cannot reach the rtbox daemon"), "{out}");
+    drop(ca);
+    drop(cb);
+}

@@ -132,7 +132,7 @@ fn inspect(engine: Engine, name: &str) -> Result<Option<Inspected>, String> {
 
 /// The cgroup directory of process `pid`: its v2 cgroup where there is a v2 hierarchy, else
 /// its v1 cpu cgroup.
-fn cgroup_dir(layout: &Layout, pid: i32) -> Option<PathBuf> {
+pub fn cgroup_dir(layout: &Layout, pid: i32) -> Option<PathBuf> {
     let cg = cgroup::thread_cgroups(pid).ok()?;
     let (root, rel) = match (&layout.v2, cg.v2, &layout.v1_cpu, cg.v1_cpu) {
         (Some(r), Some(rel), _, _) => (r.clone(), rel),

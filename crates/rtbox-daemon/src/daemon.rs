@@ -45,6 +45,8 @@ pub struct DaemonConfig {
     /// The members' SCHED_FIFO band (`--priorities`, `[runtime] priorities`); `None`: chosen
     /// from the host's threads.
     pub priorities: Option<rtbox_model::PrioRange>,
+    /// Where `/metrics` is served over HTTP (`--metrics-listen`); `None`: only the socket.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonConfig {
@@ -61,6 +63,7 @@ impl Default for DaemonConfig {
             loop_step: None,
             sensor: Default::default(),
             priorities: None,
+            metrics_listen: None,
         }
     }
 }
@@ -96,6 +99,8 @@ pub enum DaemonError {
     User(UserError),
     /// The config names a CPU this host does not have online.
     UnknownCpu(UnknownCpu),
+    /// `--metrics-listen` could not be bound.
+    Metrics(crate::metricshttp::ListenError),
 }
 
 /// A box's `users[index]` that could not be looked up.
@@ -404,6 +409,14 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         }
     };
     let (tx, rx) = mpsc::channel::<Incoming>();
+    if let Some(addr) = cfg.metrics_listen {
+        if let Err(e) = serve_metrics(addr, tx.clone()) {
+            rt.shutdown();
+            start::stop_commands(&mut members.commands);
+            return Err(e);
+        }
+    }
+    let mut joined = crate::joined::Joined::default();
     std::thread::Builder::new()
         .name("rtbox-socket".into())
         .spawn(move || serve(listener, tx))
@@ -434,7 +447,10 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         // answer before it runs its command, so it starts placed (band, CPUs), not just joined.
         let mut answers = Vec::new();
         while let Ok(inc) = rx.try_recv() {
-            answers.push((handle(&mut rt, &mut access, inc.req, inc.uid), inc.reply));
+            answers.push((
+                handle(&mut rt, &mut access, &mut joined, inc.req, inc.uid),
+                inc.reply,
+            ));
         }
         let now = rt.now();
         rt.step(now);
@@ -474,6 +490,36 @@ fn bind(cfg: &DaemonConfig) -> Result<UnixListener, DaemonError> {
         std::os::unix::fs::chown(&cfg.socket, Some(0), Some(g)).map_err(err)?;
     }
     Ok(listener)
+}
+
+/// Binds `--metrics-listen` and serves it from a thread of its own; each scrape is a
+/// `metrics` request on the loop's queue (as from a client without rights: it only reads).
+fn serve_metrics(
+    addr: std::net::SocketAddr,
+    tx: mpsc::Sender<Incoming>,
+) -> Result<(), DaemonError> {
+    let server = crate::metricshttp::MetricsServer::bind(addr).map_err(DaemonError::Metrics)?;
+    tracing::info!(addr = %server.addr().unwrap_or(addr), "serving /metrics over HTTP");
+    let ask = move |timeout| {
+        let (rtx, rrx) = mpsc::channel();
+        tx.send(Incoming {
+            req: Ok(Request::Metrics {}),
+            uid: u32::MAX,
+            reply: rtx,
+        })
+        .ok()?;
+        let answer: serde_json::Value =
+            serde_json::from_str(&rrx.recv_timeout(timeout).ok()?).ok()?;
+        answer["text"].as_str().map(str::to_string)
+    };
+    std::thread::Builder::new()
+        .name("rtbox-metrics".into())
+        .spawn(move || server.serve(ask))
+        .map_err(|source| DaemonError::Socket {
+            path: PathBuf::from(addr.to_string()),
+            source,
+        })?;
+    Ok(())
 }
 
 /// SIGHUP: reload and log the outcome (a refusal keeps everything as it was).
@@ -568,6 +614,7 @@ fn diff(old: &[rtbox_model::BoxSpec], new: &[rtbox_model::BoxSpec]) -> Changes {
 pub fn handle(
     rt: &mut Runtime,
     access: &mut Access,
+    joined: &mut crate::joined::Joined,
     req: Result<Request, String>,
     uid: u32,
 ) -> String {
@@ -579,7 +626,7 @@ pub fn handle(
         }
     };
     let op = req.op();
-    let r = dispatch(rt, access, req, uid);
+    let r = dispatch(rt, access, joined, req, uid);
     match r {
         Ok(v) => reply_ok(v),
         Err(e) => {
@@ -607,6 +654,7 @@ fn may_signal(uid: u32, pid: i32) -> Result<(), RuntimeError> {
 fn dispatch(
     rt: &mut Runtime,
     access: &mut Access,
+    joined: &mut crate::joined::Joined,
     req: Request,
     uid: u32,
 ) -> Result<serde_json::Value, RuntimeError> {
@@ -649,13 +697,16 @@ fn dispatch(
             cgroup,
             container,
         } => {
+            let mut found = None;
             let cgroup = match (cgroup, container) {
                 (None, Some(name)) if pid.is_none() => {
                     need_root("attaching a container")?;
-                    let found = crate::container::find(&rt.layout(), &name)
+                    let f = crate::container::find(&rt.layout(), &name)
                         .map_err(RuntimeError::Container)?;
-                    tracing::info!(container = %name, id = %found.id, cgroup = %found.cgroup.display(), "container resolved");
-                    Some(found.cgroup.display().to_string())
+                    tracing::info!(container = %name, id = %f.id, cgroup = %f.cgroup.display(), "container resolved");
+                    let dir = f.cgroup.display().to_string();
+                    found = Some(f);
+                    Some(dir)
                 }
                 (c, None) => c,
                 _ => {
@@ -690,6 +741,16 @@ fn dispatch(
                 }
             };
             let n = rt.attach(&box_name, target)?;
+            if let Some(f) = found {
+                joined.record(crate::joined::Record {
+                    id: f.id,
+                    name: f.name,
+                    engine: f.engine.command(),
+                    cgroup: f.cgroup,
+                    box_name,
+                    owns_box: false,
+                });
+            }
             Ok(serde_json::json!({"threads": n}))
         }
         Request::Detach {
@@ -718,7 +779,11 @@ fn dispatch(
                     })?;
                 cgroup = Some(dir.display().to_string());
             }
-            let n = rt.detach(pid, cgroup.map(PathBuf::from), box_name.as_deref())?;
+            let cgroup = cgroup.map(PathBuf::from);
+            let n = rt.detach(pid, cgroup.clone(), box_name.as_deref())?;
+            if let Some(dir) = cgroup {
+                joined.forget_cgroup(&dir);
+            }
             Ok(serde_json::json!({"threads": n}))
         }
         Request::TaskEnter { box_name, pid, tid } => {
@@ -752,6 +817,29 @@ fn dispatch(
             may_signal(uid, pid)?;
             rt.task_exit(pid, tid)?;
             Ok(serde_json::json!({}))
+        }
+        Request::ContainerJoin {
+            id,
+            name,
+            pid,
+            box_name,
+            create,
+        } => {
+            need_root("a container join (OCI hook)")?;
+            let target = match (box_name, create) {
+                (Some(b), None) => crate::ocihook::JoinTarget::Box(b),
+                (None, Some(c)) => crate::ocihook::JoinTarget::Create(Box::new(c)),
+                _ => {
+                    return Err(RuntimeError::BadRequest(
+                        "container_join: give exactly one of box, create".into(),
+                    ))
+                }
+            };
+            joined.join(rt, &id, &name, pid, target)
+        }
+        Request::ContainerLeave { id } => {
+            need_root("a container leave (OCI hook)")?;
+            joined.leave(rt, &id)
         }
         Request::Status {} => {
             rt.read_job_pages(true);
@@ -793,6 +881,7 @@ fn dispatch(
                     + &crate::metrics::render_tasks(&rt.task_rows())
                     + &crate::metrics::render_host(&rt.host_report(), rt.host_over())
                     + &crate::metrics::render_sensor(rt.sensor_kind().name())
+                    + &joined.render_metrics(rt)
             }))
         }
     }

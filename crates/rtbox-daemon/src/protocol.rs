@@ -106,6 +106,23 @@ pub enum Request {
         pid: i32,
         tid: i32,
     },
+    /// The OCI hook at createRuntime: container `id` (init process `pid`) joins `box`, or a
+    /// box made for it from `create` (`ocihook.rs`, `joined.rs`).
+    #[serde(rename = "container_join")]
+    ContainerJoin {
+        id: String,
+        name: String,
+        pid: i32,
+        #[serde(default, rename = "box", skip_serializing_if = "Option::is_none")]
+        box_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        create: Option<BoxReq>,
+    },
+    /// The OCI hook at poststop: container `id` is released, a box made for it deleted.
+    #[serde(rename = "container_leave")]
+    ContainerLeave {
+        id: String,
+    },
 }
 
 impl Request {
@@ -122,6 +139,8 @@ impl Request {
             Request::TaskEnter { .. } => "task_enter",
             Request::TaskRun { .. } => "task_run",
             Request::TaskExit { .. } => "task_exit",
+            Request::ContainerJoin { .. } => "container_join",
+            Request::ContainerLeave { .. } => "container_leave",
         }
     }
 }
