@@ -5,11 +5,12 @@ set -euo pipefail
 
 # Debian packages used by the runtime experiments and tests (rt-app workloads, cyclictest,
 # stress-ng load; gcc: the C examples of the periodic-task API, docs/api.md; Podman with runc and
-# a static busybox for the container tests, whose image is built locally with `podman import`),
+# a static busybox for the container tests, whose image is built locally with `podman import`;
+# docker.io: the Docker container test starts its own dockerd on a private socket),
 # and to build the daemon's BPF sensor (crates/rtbox-bpf: clang compiles the program, bpftool
 # dumps the kernel's BTF as vmlinux.h, libbpf-sys builds libbpf against libelf and zlib with make
 # and pkg-config). Keep this list in sync with docs/runtime.md.
-APT_PACKAGES=(rt-app rt-tests stress-ng gcc podman runc busybox-static clang bpftool libelf-dev zlib1g-dev pkg-config make)
+APT_PACKAGES=(rt-app rt-tests stress-ng gcc podman runc docker.io busybox-static clang bpftool libelf-dev zlib1g-dev pkg-config make)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -933,3 +933,237 @@ fn annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop() {
     drop(ca);
     drop(cb);
 }
+
+/// A Docker daemon for the test: the host's own if `docker version` reaches one, else a
+/// `dockerd` of the test's own on a private socket (no bridge, no iptables), stopped at the
+/// end. `host`: the `DOCKER_HOST` value both the test and the rtbox daemon use.
+struct Dockerd {
+    child: Option<Child>,
+    host: Option<String>,
+    exec_root: PathBuf,
+}
+
+impl Dockerd {
+    fn start() -> Result<Dockerd, String> {
+        let reach = |host: Option<&str>| {
+            let mut c = Command::new("docker");
+            c.args(["version", "--format", "{{.Server.Version}}"]);
+            if let Some(h) = host {
+                c.env("DOCKER_HOST", h);
+            }
+            c.output().is_ok_and(|o| o.status.success())
+        };
+        let exec_root = std::env::temp_dir().join(format!("rtbox-dockerd-{}", std::process::id()));
+        if reach(None) {
+            return Ok(Dockerd {
+                child: None,
+                host: None,
+                exec_root,
+            });
+        }
+        if Command::new("dockerd").arg("--version").output().is_err() {
+            return Err("no Docker daemon reachable and no dockerd (package docker.io)".into());
+        }
+        let sock = format!("unix://{}/docker.sock", exec_root.display());
+        std::fs::create_dir_all(&exec_root).unwrap();
+        let log = std::fs::File::create(exec_root.join("dockerd.log")).unwrap();
+        let child = Command::new("dockerd")
+            .args([
+                "--iptables=false",
+                "--ip6tables=false",
+                "--bridge=none",
+                "-H",
+                &sock,
+            ])
+            .arg("--exec-root")
+            .arg(exec_root.join("exec"))
+            .arg("--pidfile")
+            .arg(exec_root.join("dockerd.pid"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(|e| format!("dockerd: {e}"))?;
+        let d = Dockerd {
+            child: Some(child),
+            host: Some(sock.clone()),
+            exec_root,
+        };
+        let t0 = Instant::now();
+        while !reach(Some(&sock)) {
+            if t0.elapsed() > Duration::from_secs(30) {
+                return Err(format!(
+                    "dockerd did not answer within 30 s: {}",
+                    std::fs::read_to_string(d.exec_root.join("dockerd.log")).unwrap_or_default()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(d)
+    }
+
+    fn docker(&self, args: &[&str]) -> (bool, String) {
+        let mut c = Command::new("docker");
+        c.args(args);
+        if let Some(h) = &self.host {
+            c.env("DOCKER_HOST", h);
+        }
+        let out = c.output().expect("docker");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(20) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.exec_root);
+    }
+}
+
+/// Issue 15, Docker: a Docker container attached by name gets its box's share by its own
+/// cgroup's accounting, keeps its cgroups while held, and `detach --container` gives every
+/// thread back. (The same engine lookup as Podman: `docker inspect` when Podman does not know
+/// the name.)
+#[test]
+fn docker_containers_by_name_get_their_share_and_are_given_back() {
+    let name = "docker_containers_by_name_get_their_share_and_are_given_back";
+    let Some((_turn, v2)) = setup(name) else {
+        return;
+    };
+    if sched::online_cpus() < 2 {
+        eprintln!("{name}: skipped: needs 2 CPUs");
+        return;
+    }
+    if Command::new("docker").arg("--version").output().is_err() {
+        eprintln!("{name}: skipped: no docker client (scripts/setup.sh installs docker.io)");
+        return;
+    }
+    let dockerd = match Dockerd::start() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{name}: skipped: {e}");
+            return;
+        }
+    };
+    // The image: the same busybox root file system, by `docker import`.
+    let image = "rtbox-test-busybox:latest";
+    if !dockerd.docker(&["image", "inspect", image]).0 {
+        let root = std::env::temp_dir().join(format!("rtbox-dimage-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        let bb = ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("busybox (package busybox-static)");
+        std::fs::copy(bb, root.join("bin/busybox")).unwrap();
+        std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
+        let tar = root.with_extension("tar");
+        assert!(Command::new("tar")
+            .arg("-C")
+            .arg(&root)
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .status()
+            .unwrap()
+            .success());
+        let (ok, out) = dockerd.docker(&["import", tar.to_str().unwrap(), image]);
+        let _ = std::fs::remove_dir_all(&root);
+        let _ = std::fs::remove_file(&tar);
+        assert!(ok, "docker import: {out}");
+    }
+    let cname = format!("rtbox-docker-{}", std::process::id());
+    let (ok, out) = dockerd.docker(&[
+        "run",
+        "-d",
+        "--name",
+        &cname,
+        "--network",
+        "none",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        image,
+        "sh",
+        "-c",
+        "while :; do :; done",
+    ]);
+    struct Rm<'a>(&'a Dockerd, String);
+    impl Drop for Rm<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.docker(&["rm", "-f", &self.1]);
+        }
+    }
+    let _rm = Rm(&dockerd, cname.clone());
+    assert!(ok, "docker run: {out}");
+    let pid: i32 = dockerd
+        .docker(&["inspect", "--format", "{{.State.Pid}}", &cname])
+        .1
+        .parse()
+        .expect("pid");
+    let before = vec![(pid, cgroup_lines(pid))];
+
+    let dir = Daemon::dir("docker");
+    let _ = std::fs::create_dir_all(&dir);
+    let sock = dir.join("sock");
+    let mut cmd = Daemon::command(&dir, None);
+    if let Some(h) = &dockerd.host {
+        cmd.env("DOCKER_HOST", h);
+    }
+    let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
+    let child = cmd.stderr(Stdio::from(log)).spawn().expect("daemon");
+    wait_for(Duration::from_secs(10), "daemon socket", || sock.exists());
+    let mut d = Daemon {
+        dir,
+        sock,
+        child: Some(child),
+    };
+    d.ok(&[
+        "box", "create", "D", "--budget", "30ms", "--period", "100ms", "--cpus", "1",
+    ]);
+    d.ok(&["attach", "D", "--container", &cname]);
+    std::thread::sleep(Duration::from_millis(500));
+    let rel = cgroup::thread_cgroups(pid).unwrap().v2.unwrap();
+    let stat = v2
+        .join(rtbox_linux::stopgroup::original_of(&rel).trim_start_matches('/'))
+        .join("cpu.stat");
+    let steal0 = cpu_steal_us(1);
+    let (u0, t0) = (usage_us(&stat), Instant::now());
+    while t0.elapsed() < Duration::from_secs(10) {
+        assert_rule(pid, &before[0].1, "docker, managed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let us = t0.elapsed().as_secs_f64() * 1e6;
+    let share = (usage_us(&stat) - u0) as f64 / us;
+    let steal = (cpu_steal_us(1) - steal0) as f64 / us;
+    eprintln!("{name}: Docker container share {share:.4} (box 0.3); CPU 1 steal {steal:.4}");
+    assert!(
+        (share - 0.3).abs() <= 0.01 + steal,
+        "Docker container got {share:.4} of 0.3 (steal {steal:.4})"
+    );
+    assert!(d
+        .stops("D")
+        .iter()
+        .any(|s| s["pid"] == pid && s["mechanism"] == "freeze"));
+    let out = d.ok(&["detach", "--container", &cname]);
+    assert!(out.contains("released 1 threads"), "{out}");
+    wait_back(&before, Duration::from_secs(2), "docker detach --container");
+    d.signal(libc::SIGTERM);
+    let own = rtbox_linux::stopgroup::original_of(&rel);
+    assert!(no_stop_groups(&v2.join(own.trim_start_matches('/'))));
+}
