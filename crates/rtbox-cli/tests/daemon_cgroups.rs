@@ -1167,3 +1167,73 @@ fn docker_containers_by_name_get_their_share_and_are_given_back() {
     let own = rtbox_linux::stopgroup::original_of(&rel);
     assert!(no_stop_groups(&v2.join(own.trim_start_matches('/'))));
 }
+
+/// Issue 15: `detach --cgroup` releases every thread it attached, of a multi-threaded member
+/// too: each thread held in its own stop group inside the cgroup at a real-time policy, then
+/// every thread back in the cgroup at its own policy, no stop group left.
+#[test]
+fn detach_cgroup_releases_every_thread_of_a_multithreaded_member() {
+    let name = "detach_cgroup_releases_every_thread_of_a_multithreaded_member";
+    let Some((_turn, v2)) = setup(name) else {
+        return;
+    };
+    // Four threads: the main one and three sleeping ones.
+    let Ok(child) = Command::new("python3")
+        .args([
+            "-c",
+            "import threading,time\nfor _ in range(3): threading.Thread(target=time.sleep,args=(600,),daemon=True).start()\ntime.sleep(600)",
+        ])
+        .spawn()
+    else {
+        eprintln!("{name}: skipped: no python3 to run a multi-threaded member");
+        return;
+    };
+    let mt = Proc(child);
+    let pid = mt.0.id() as i32;
+    wait_for(Duration::from_secs(5), "four threads", || {
+        rtbox_linux::procfs::threads_of(pid)
+            .unwrap_or_default()
+            .len()
+            == 4
+    });
+    let h = hog();
+    let cg = TestCgroup::new(&v2, "threads");
+    cg.enter("app", pid);
+    cg.enter("app", h.0.id() as i32);
+    let app = cg.dir.join("app");
+    let before: Vec<(i32, Vec<(i32, String)>)> = [pid, h.0.id() as i32]
+        .iter()
+        .map(|&p| (p, cgroup_lines(p)))
+        .collect();
+    let d = Daemon::start("threads");
+    d.ok(&[
+        "box", "create", "T", "--budget", "10ms", "--period", "100ms", "--cpus", "0",
+    ]);
+    let out = d.ok(&["attach", "T", "--cgroup", app.to_str().unwrap()]);
+    assert!(out.contains("attached 5 threads"), "{out}");
+    std::thread::sleep(Duration::from_millis(300));
+    for t in rtbox_linux::procfs::threads_of(pid).unwrap() {
+        let v2_line = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/cgroup")).unwrap();
+        assert!(
+            v2_line.contains(&format!("0::{}/app/rtbox-t{t}", cg.rel)),
+            "thread {t}: {v2_line}"
+        );
+        assert!(
+            sched::get_attr(t).unwrap().is_rt(),
+            "thread {t} not real-time"
+        );
+    }
+    let out = d.ok(&["detach", "--cgroup", app.to_str().unwrap()]);
+    assert!(out.contains("released 5 threads"), "{out}");
+    wait_back(&before, Duration::from_secs(2), "detach --cgroup");
+    for t in rtbox_linux::procfs::threads_of(pid).unwrap() {
+        assert!(
+            !sched::get_attr(t).unwrap().is_rt(),
+            "thread {t} still real-time"
+        );
+    }
+    assert!(no_stop_groups(&cg.dir));
+    drop(d);
+    drop(mt);
+    drop(h);
+}
