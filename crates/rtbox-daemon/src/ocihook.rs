@@ -26,6 +26,9 @@ const KNOWN: [&str; 5] = [BOX, BUDGET, PERIOD, CPUS, NAME];
 const K8S_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 const K8S_POD: &str = "io.kubernetes.pod.name";
 const K8S_CONTAINER: &str = "io.kubernetes.container.name";
+/// CRI-O marks a pod's infra (pause) container `sandbox`: it gets the pod's annotations too,
+/// but holds no work, so it joins nothing.
+const CRIO_TYPE: &str = "io.kubernetes.cri-o.ContainerType";
 
 /// The fields of the OCI state rtbox reads (others are ignored, as the spec allows).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -220,6 +223,9 @@ pub fn target(a: &BTreeMap<String, String>) -> Result<Option<JoinTarget>, HookEr
 /// What to do for this state: join while the container is being created, leave once it
 /// stopped.
 pub fn plan(s: &OciState) -> Result<HookAction, HookError> {
+    if s.annotations.get(CRIO_TYPE).map(String::as_str) == Some("sandbox") {
+        return Ok(HookAction::Nothing);
+    }
     let Some(mut target) = target(&s.annotations)? else {
         return Ok(HookAction::Nothing);
     };
@@ -321,6 +327,11 @@ mod tests {
     fn no_annotation_does_nothing_and_bad_ones_are_named() {
         assert_eq!(
             plan(&with("creating", &[("other", "x")])).unwrap(),
+            HookAction::Nothing
+        );
+        // A pod's infra container has the pod's annotations and holds no work.
+        assert_eq!(
+            plan(&with("creating", &[(BOX, "a"), (CRIO_TYPE, "sandbox")])).unwrap(),
             HookAction::Nothing
         );
         let e = |pairs: &[(&str, &str)]| plan(&with("creating", pairs)).unwrap_err().to_string();
