@@ -360,6 +360,12 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         ),
     };
     let planned = start::plan(&cfg.members).map_err(DaemonError::Members)?;
+    // Bound before anything changes: an address in use refuses the start.
+    let metrics = cfg
+        .metrics_listen
+        .map(crate::metricshttp::MetricsServer::bind)
+        .transpose()
+        .map_err(DaemonError::Metrics)?;
     // The watchdog first, while this process has a single thread.
     let _watchdog = Watchdog::spawn(cfg.state_file.clone()).map_err(DaemonError::Linux)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -409,10 +415,11 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         }
     };
     let (tx, rx) = mpsc::channel::<Incoming>();
-    if let Some(addr) = cfg.metrics_listen {
-        if let Err(e) = serve_metrics(addr, tx.clone()) {
+    if let Some(server) = metrics {
+        if let Err(e) = serve_metrics(server, tx.clone()) {
             rt.shutdown();
             start::stop_commands(&mut members.commands);
+            let _ = std::fs::remove_file(&cfg.socket);
             return Err(e);
         }
     }
@@ -492,14 +499,14 @@ fn bind(cfg: &DaemonConfig) -> Result<UnixListener, DaemonError> {
     Ok(listener)
 }
 
-/// Binds `--metrics-listen` and serves it from a thread of its own; each scrape is a
-/// `metrics` request on the loop's queue (as from a client without rights: it only reads).
+/// Serves `--metrics-listen` from a thread of its own; each scrape is a `metrics` request on
+/// the loop's queue (as from a client without rights: it only reads).
 fn serve_metrics(
-    addr: std::net::SocketAddr,
+    server: crate::metricshttp::MetricsServer,
     tx: mpsc::Sender<Incoming>,
 ) -> Result<(), DaemonError> {
-    let server = crate::metricshttp::MetricsServer::bind(addr).map_err(DaemonError::Metrics)?;
-    tracing::info!(addr = %server.addr().unwrap_or(addr), "serving /metrics over HTTP");
+    let addr = server.addr();
+    tracing::info!(addr = ?addr, "serving /metrics over HTTP");
     let ask = move |timeout| {
         let (rtx, rrx) = mpsc::channel();
         tx.send(Incoming {
@@ -516,7 +523,7 @@ fn serve_metrics(
         .name("rtbox-metrics".into())
         .spawn(move || server.serve(ask))
         .map_err(|source| DaemonError::Socket {
-            path: PathBuf::from(addr.to_string()),
+            path: PathBuf::from(addr.map(|a| a.to_string()).unwrap_or_default()),
             source,
         })?;
     Ok(())
