@@ -882,6 +882,18 @@ fn annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop() {
     );
     assert!(body.contains(&format!("rtbox_container_cpu_seconds_total{label_a} ")));
     assert!(body.contains(&format!("container_id=\"{id_b}\"")), "{body}");
+    let st: serde_json::Value = serde_json::from_str(&d.ok(&["status", "--json"])).unwrap();
+    let held = st["containers"].as_array().expect("containers in status");
+    assert!(
+        held.iter()
+            .any(|c| c["id"] == id.as_str() && c["box"] == "audio" && c["engine"] == "oci"),
+        "{held:?}"
+    );
+    assert!(
+        held.iter()
+            .any(|c| c["id"] == id_b.as_str() && c["box"] == own.as_str() && c["own_box"] == true),
+        "{held:?}"
+    );
     assert!(body.contains("rtbox_server_budget_seconds{box=\"audio\",cpu=\"1\"} 0.03"));
     assert!(scrape(port).0.contains("200"));
 
@@ -1166,6 +1178,8 @@ fn docker_containers_by_name_get_their_share_and_are_given_back() {
     assert!(out.contains("released 1 threads"), "{out}");
     wait_back(&before, Duration::from_secs(2), "docker detach --container");
     d.signal(libc::SIGTERM);
+    let _ = dockerd.docker(&["rm", "-f", &cname]);
+    let _ = dockerd.docker(&["rmi", image]);
     let own = rtbox_linux::stopgroup::original_of(&rel);
     assert!(no_stop_groups(&v2.join(own.trim_start_matches('/'))));
 }

@@ -877,6 +877,7 @@ fn dispatch(
                 "loop": lp,
                 "tasks": rt.task_rows(),
                 "host": rt.host_status(),
+                "containers": joined.status(rt),
                 "now_ns": rt.now(),
             }))
         }

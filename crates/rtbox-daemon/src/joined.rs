@@ -48,9 +48,22 @@ impl Joined {
         self.records.retain(|r| attached.contains(&r.cgroup));
     }
 
-    pub fn records(&mut self, rt: &Runtime) -> &[Record] {
+    /// The containers held, for `rtbox status --json`.
+    pub fn status(&mut self, rt: &Runtime) -> serde_json::Value {
         self.prune(rt);
-        &self.records
+        self.records
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "id": r.id,
+                    "name": r.name,
+                    "engine": r.engine,
+                    "box": r.box_name,
+                    "cgroup": r.cgroup.display().to_string(),
+                    "own_box": r.owns_box,
+                })
+            })
+            .collect()
     }
 
     /// The OCI hook at createRuntime: container `id`, whose init process is `pid`, joins its
