@@ -897,6 +897,24 @@ fn annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop() {
     assert!(body.contains("rtbox_server_budget_seconds{box=\"audio\",cpu=\"1\"} 0.03"));
     assert!(scrape(port).0.contains("200"));
 
+    // Restarted: it leaves (poststop) and joins again (createRuntime) with its new process.
+    // (Podman reads the hooks again when it re-creates the container: the same --hooks-dir.)
+    let (ok, out) = podman(&[
+        "--hooks-dir",
+        hooks.0.to_str().unwrap(),
+        "restart",
+        "-t",
+        "0",
+        &na,
+    ]);
+    assert!(ok, "podman restart: {out}");
+    let new_pid = ca.pid();
+    assert_ne!(new_pid, pid);
+    wait_for(Duration::from_secs(5), "rejoin after restart", || {
+        let s = d.stops("audio");
+        s.iter().any(|s| s["pid"] == new_pid) && !s.iter().any(|s| s["pid"] == pid)
+    });
+
     // Stopped: released by the poststop hook, its own box deleted.
     let (ok, out) = podman(&["stop", "-t", "0", &na]);
     assert!(ok, "{out}");
