@@ -65,10 +65,15 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
+        Daemon::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, args: &[&str]) -> Daemon {
         let sock = dir.join("sock");
         let log = std::fs::File::create(dir.join("daemon.log")).expect("daemon log");
         let child = Command::new(env!("CARGO_BIN_EXE_rtbox"))
             .arg("daemon")
+            .args(args)
             .arg("--socket")
             .arg(&sock)
             .arg("--state")
@@ -193,6 +198,18 @@ fn misses_explained(stalls: &[u64], t: u64, slack: u64) -> u64 {
         .iter()
         .filter(|&&s| s > slack)
         .map(|s| s / t + 2)
+        .sum()
+}
+
+/// Deadline misses a task may suffer from host stalls `stalls` (ns) on a vCPU with `spare` ns
+/// of idle time per period, whose jobs have `slack` ns: none for a stall within the slack,
+/// otherwise the periods until the backlog it left has drained (`s / spare`) plus the two it
+/// overlaps.
+fn misses_after_stalls(stalls: &[u64], slack: u64, spare: u64) -> u64 {
+    stalls
+        .iter()
+        .filter(|&&s| s > slack)
+        .map(|s| s / spare + 2)
         .sum()
 }
 
@@ -374,5 +391,180 @@ fn a_figure_2_program_in_c_runs_its_100_jobs_in_a_box() {
         "{metrics}"
     );
     drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The plug-in box of the seed's heavy case as this machine can give it: 2 CPUs at 88 % each
+/// (4.4 ms every 5 ms: the kernel's RT limit of 95 % less the loop's admitted 6.5 %; the short
+/// period keeps the reservation's blackout at 1.2 ms), plus the three tasks for the simulator.
+/// The seed's 5.5 ms on whole CPUs becomes C = 4.8 ms: three such tasks still fit only if one
+/// migrates (two on one vCPU fail its test), and FP-PM's split passes it.
+fn exsched_config(plugin: &str, with_tasks: bool) -> String {
+    let mut text = format!(
+        "[platform]\ncpus = 2\n\n[[box]]\nname = \"exsched\"\ncpus = \"0-1\"\nplugin = \"{plugin}\"\n\
+         interface.per_cpu = {{ budget = \"4.4ms\", period = \"5ms\" }}\n"
+    );
+    if with_tasks {
+        for name in ["a", "b", "c"] {
+            text += &format!(
+                "\n[[task]]\nname = \"{name}\"\nbox = \"exsched\"\nwcet = \"4.8ms\"\nperiod = \"10ms\"\n"
+            );
+        }
+    }
+    text
+}
+
+/// Per task (a, b, c): the plug-in's verdict and the deadline misses of `rtbox sim` on the
+/// same set, 2 s.
+fn simulated(dir: &Path, plugin: &str) -> Vec<(String, u64)> {
+    let cfg = dir.join(format!("sim-{plugin}.toml"));
+    std::fs::write(&cfg, exsched_config(plugin, true)).expect("sim config");
+    let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
+        .arg("sim")
+        .arg(&cfg)
+        .args(["--duration", "2s", "--json"])
+        .output()
+        .expect("rtbox sim");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("sim JSON: {e}: {}", text(&out)));
+    v["tasks"]
+        .as_array()
+        .expect("sim tasks")
+        .iter()
+        .map(|t| {
+            (
+                t["plugin_verdict"].as_str().unwrap_or("").to_string(),
+                t["misses"].as_u64().expect("sim misses"),
+            )
+        })
+        .collect()
+}
+
+/// Issue 16: three programs of 4.8 ms every 10 ms in one plug-in box on 2 vCPUs of 88 % fit only
+/// if one migrates. Under `fp-pm` the daemon splits the third (its budget on CPU 0 used, it moves to
+/// CPU 1) and no job misses; under `fp-ff` the third fits no CPU, runs in the background (shown
+/// in status) and misses. The simulator says the same for the same set. The programs declare
+/// C = 4.8 ms and work 4.5 ms per job (the WCET bounds the work, as in Figure 2).
+#[test]
+fn three_heavy_tasks_meet_deadlines_under_fp_pm_and_miss_under_fp_ff() {
+    if !root_or_skip(
+        "three_heavy_tasks_meet_deadlines_under_fp_pm_and_miss_under_fp_ff",
+        "runs the daemon and real-time tasks",
+    ) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rtbox-test-plugins-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let prog = match build_program(&dir) {
+        Ok(p) => p,
+        Err(why) => panic!("cannot build the C example: {why}"),
+    };
+    const JOBS: u64 = 300;
+    for plugin in ["fp-pm", "fp-ff"] {
+        let sim = simulated(&dir, plugin);
+        eprintln!("{plugin}: simulated (verdict, misses) of a, b, c: {sim:?}");
+        let run = dir.join(plugin);
+        let _ = std::fs::create_dir_all(&run);
+        let cfg = run.join("rtbox.toml");
+        std::fs::write(&cfg, exsched_config(plugin, false)).expect("config");
+        let _turn = root::realtime_turn();
+        let d = Daemon::start_with(&run, &["--config", cfg.to_str().unwrap()]);
+        let canaries = [Canary::start(0), Canary::start(1)];
+        let mut pids = Vec::new();
+        let mut children = Vec::new();
+        for _ in 0..3 {
+            let child = d
+                .program(
+                    &prog,
+                    "exsched",
+                    &[&JOBS.to_string(), "4500", "4800", "10000"],
+                )
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start example");
+            pids.push(child.id() as i64);
+            children.push(child);
+            // Entered in order: the thread ids, hence the DM tie-break, follow a, b, c.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        let mid = d.status();
+        let verdicts: Vec<(String, Option<u64>)> = pids
+            .iter()
+            .map(|&p| {
+                let pl = &task_of(&mid, p)["plugin"];
+                assert_eq!(pl["name"], plugin, "{mid}");
+                (
+                    pl["verdict"].as_str().unwrap_or("").to_string(),
+                    pl["cpu"].as_u64(),
+                )
+            })
+            .collect();
+        eprintln!("{plugin}: daemon's (verdict, cpu) of a, b, c mid-run: {verdicts:?}");
+        for child in children {
+            let out = child.wait_with_output().expect("example ends");
+            assert!(out.status.success(), "{}", text(&out));
+        }
+        let stalls: Vec<u64> = canaries.into_iter().flat_map(Canary::stop).collect();
+        let v = d.status();
+        let rows: Vec<&serde_json::Value> = pids.iter().map(|&p| task_of(&v, p)).collect();
+        let misses: Vec<u64> = rows
+            .iter()
+            .map(|t| t["misses"].as_u64().unwrap_or(u64::MAX))
+            .collect();
+        for t in &rows {
+            assert_eq!(t["completed"], JOBS, "{v}");
+        }
+        // A host stall longer than a job's slack (10 - 4.8 - 2 x 0.6 ms blackout) may cost
+        // the jobs it overlaps on any task, and on a loaded vCPU the backlog it leaves drains
+        // only at the vCPU's spare time per period (CPU 0: 8.8 - 4.5 - 3.4 = 0.9 ms).
+        let explained = misses_after_stalls(&stalls, 4_000_000, 900_000);
+        eprintln!(
+            "{plugin}: real misses of a, b, c in {JOBS} jobs each: {misses:?}; max response {:?} us; stalls {stalls:?}",
+            rows.iter()
+                .map(|t| t["max_response_ns"].as_u64().unwrap_or(0) / 1000)
+                .collect::<Vec<_>>()
+        );
+        // The plug-in decided as in the simulator.
+        let sim_verdicts: Vec<&str> = sim.iter().map(|s| s.0.as_str()).collect();
+        let real_verdicts: Vec<&str> = verdicts.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(real_verdicts, sim_verdicts, "{plugin}: verdicts");
+        match plugin {
+            "fp-pm" => {
+                assert_eq!(sim.iter().map(|s| s.1).sum::<u64>(), 0, "{sim:?}");
+                assert_eq!(real_verdicts, ["guaranteed"; 3]);
+                // Measured on this 2-vCPU VM beside other work: 0-10 misses of 300 on the
+                // task below the split share on CPU 0 (which runs 7.9 of its 8.8 ms per period;
+                // the daemon's stops overrun by up to 0.9 ms there), none or one elsewhere.
+                // Allowed: what host stalls explain plus 5 % of the jobs, against the 50 % and
+                // more that fp-ff's background task misses below.
+                assert!(
+                    misses.iter().all(|&m| m <= explained + JOBS / 20),
+                    "fp-pm: misses {misses:?}, {explained} per task explained by stalls {stalls:?}: {v}"
+                );
+            }
+            _ => {
+                assert!(sim[2].1 > 0 && sim[0].1 + sim[1].1 == 0, "{sim:?}");
+                assert_eq!(real_verdicts, ["guaranteed", "guaranteed", "background"]);
+                // In the background with a on an 88 % vCPU it has 8.8 - 4.5 ms for 4.5 ms of
+                // work per period: it falls behind and misses most jobs.
+                assert!(
+                    misses[2] >= JOBS / 2,
+                    "fp-ff: the background task missed only {} of {JOBS}: {v}",
+                    misses[2]
+                );
+                // a and b are admitted. The background task keeps CPU 0's server exhausted
+                // every period (measured: 2 throttles per 10 ms there, overruns up to 0.6 ms
+                // at the stops): a and b may lose jobs to that and to host stalls, but far
+                // fewer than the task the plug-in put in the background.
+                assert!(
+                    misses[0].max(misses[1]).saturating_sub(explained) * 3 <= misses[2],
+                    "fp-ff: a, b missed {misses:?} ({explained} per task explained by stalls {stalls:?}): {v}"
+                );
+            }
+        }
+        drop(d);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -291,6 +291,7 @@ mod tests {
             latency_max_ns: 70_000,
             samples: 100,
             unsampled: 0,
+            plugin: None,
         };
         let text = render_tasks(&[row]);
         let label = "{box=\"rt\",pid=\"10\",tid=\"11\"}";

@@ -1,15 +1,15 @@
 //! Seed 001 plug-ins through two drivers of the same core: the simulator (implicit accounting,
-//! `rtbox_sim::plugin::PluginModel`) and a virtual-time replay of the daemon's decision path
-//! (measured accounting: every running server is charged what its member executed, then the
-//! plug-in group and the core decide, as the daemon's loop does). The job-level schedules
-//! (every job's release and completion time) must be identical.
+//! `rtbox_sim::plugin::PluginModel`) and a virtual-time replay of the daemon's plug-in driver
+//! (`rtbox_daemon::runtime::plugins::PluginDriver`, the code the daemon's loop runs, over a fake
+//! kernel with measured accounting: every running server is charged what its member executed,
+//! tasks' jobs reach the driver as the job pages' counts). The job-level schedules (every job's
+//! release and completion time) must be identical.
 
 use std::collections::VecDeque;
 
-use rtbox_core::plugin::PluginGroup;
 use rtbox_core::{Accounting, Options, Scheduler, TaskId, TaskParams};
-use rtbox_model::{priority_levels, Nanos, PluginKind, System};
-use rtbox_sim::plugin::AnalysisTest;
+use rtbox_daemon::runtime::plugins::{GroupTask, JobCounts, PluginDriver};
+use rtbox_model::{Nanos, PluginKind, System};
 use rtbox_sim::{simulate, SimOptions};
 
 const MS: Nanos = 1_000_000;
@@ -50,65 +50,96 @@ fn simulated(sys: &System, end: Nanos) -> (Schedule, u64) {
     (out, migrations)
 }
 
-/// The daemon-side driver: measured charges, the group fed at releases, completions and its
-/// timers, its decisions applied to the core before each `advance`.
+/// The daemon's driver in virtual time: its plug-in module (`rtbox_daemon::runtime::plugins`,
+/// the code the enforcement loop runs) over a core in measured accounting, with a fake kernel
+/// below: each CPU runs what the core dispatched and is charged what it executed, members wake
+/// and block as the daemon's sensor would report, the job pages' counts are the completed jobs,
+/// and the task API's releases are nominal (first release at 0).
 fn replayed(sys: &System, end: Nanos) -> Schedule {
-    let prio = priority_levels(&sys.tasks);
     let opts = Options {
         accounting: Accounting::Measured,
         record_events: false,
         ..Options::default()
     };
     let mut sched = Scheduler::new(sys, opts).expect("admitted");
+    // Members join with no priority of their own (normal threads), as the daemon attaches them.
     let ids: Vec<TaskId> = sys
         .tasks
         .iter()
-        .zip(&prio)
-        .map(|(spec, &p)| {
+        .map(|spec| {
             let mut tp = TaskParams::from_spec(spec);
-            tp.priority = p;
+            tp.priority = 0;
             sched.add_task(tp).expect("task registers")
         })
         .collect();
-    let test = AnalysisTest::for_box(&sched, "g");
-    let (mut group, members) =
-        PluginGroup::for_box(sys, "g", &sched, &prio, &test).expect("a plug-in box");
-    assert_eq!(members, (0..sys.tasks.len()).collect::<Vec<_>>());
-    group.apply(&mut sched, 0, &ids).expect("placed");
+    let tasks: Vec<GroupTask> = sys
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(t, spec)| GroupTask {
+            key: t as i32,
+            task: ids[t],
+            box_name: "g".into(),
+            wcet: spec.wcet,
+            period: spec.period,
+            deadline: spec.deadline,
+        })
+        .collect();
+    // Boxes as the daemon runs them: no tasks in the system, they come through the task API.
+    let boxes = System::new(
+        sys.platform.clone(),
+        sys.boxes().iter().map(|b| b.spec.clone()).collect(),
+        vec![],
+    )
+    .expect("boxes");
+    let mut driver = PluginDriver::default();
+    assert!(driver
+        .set_tasks(0, &mut sched, &boxes, tasks.clone())
+        .expect("placed"));
 
     let n = sys.tasks.len();
-    // Per task: pending jobs (seq, release, left) and the next release.
+    // Per task: pending jobs (seq, release, left), jobs released and completed.
     let mut jobs: Vec<VecDeque<(u64, Nanos, Nanos)>> = vec![VecDeque::new(); n];
     let mut released = vec![0u64; n];
-    let mut next_release = vec![0; n];
+    let mut completed = vec![0u64; n];
     let mut out = Schedule::new();
     let mut now = 0;
-    sched.advance(0);
     loop {
-        // Releases due now.
+        // Releases due now (nominal: job k at k T); a task with no pending job wakes.
         for t in 0..n {
-            if next_release[t] == now {
-                let spec = &sys.tasks[t];
+            let spec = &sys.tasks[t];
+            if released[t] * spec.period == now {
                 jobs[t].push_back((released[t], now, spec.wcet));
                 released[t] += 1;
-                next_release[t] += spec.period;
                 if jobs[t].len() == 1 {
                     sched.wake(now, ids[t], Some(now + spec.deadline)).unwrap();
-                    group.job_released(now, t);
                 }
             }
         }
-        group.fire(now);
-        group.apply(&mut sched, now, &ids).unwrap();
+        // The loop's step: the plug-in half, the core, who runs.
+        assert!(!driver
+            .set_tasks(now, &mut sched, &boxes, tasks.clone())
+            .unwrap());
+        let first = Some(0);
+        driver
+            .feed(now, &mut sched, |k| {
+                let t = k as usize;
+                Some(JobCounts::nominal(
+                    first,
+                    sys.tasks[t].period,
+                    now,
+                    completed[t],
+                ))
+            })
+            .unwrap();
         sched.advance(now);
+        driver.observe(now, &sched);
         let running: Vec<Option<(usize, Option<rtbox_core::ServerId>)>> = (0..sched.cpu_count())
             .map(|c| sched.running_at(c).map(|r| (r.task.index(), r.server)))
             .collect();
-        group.observe(now, |t| running.iter().flatten().any(|r| r.0 == t));
 
         let mut next = end;
-        next = next.min(*next_release.iter().min().unwrap());
-        for tm in [sched.next_timer(), group.next_timer()]
+        for tm in [sched.next_timer(), driver.next_timer()]
             .into_iter()
             .flatten()
         {
@@ -130,24 +161,20 @@ fn replayed(sys: &System, end: Nanos) -> Schedule {
             break;
         }
         sched.update(now);
-        group.charge(now);
         for &(t, _) in running.iter().flatten() {
             if jobs[t].front().unwrap().2 > 0 {
                 continue;
             }
             let (seq, rel, _) = jobs[t].pop_front().unwrap();
+            completed[t] += 1;
             out.push((sys.tasks[t].name.clone(), seq, rel, now));
             match jobs[t].front() {
                 Some(&(_, r, _)) => {
                     sched
                         .wake(now, ids[t], Some(r + sys.tasks[t].deadline))
                         .unwrap();
-                    group.job_completed(now, t, true);
                 }
-                None => {
-                    sched.block(now, ids[t]).unwrap();
-                    group.job_completed(now, t, false);
-                }
+                None => sched.block(now, ids[t]).unwrap(),
             }
         }
     }

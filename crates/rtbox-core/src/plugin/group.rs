@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use rtbox_model::{Nanos, System};
+use rtbox_model::{Nanos, PluginKind, System};
 
 use super::builtin::builtin;
 use super::{levels, FpTest, PeriodicTask, Plugin, Scope, Verdict};
@@ -53,6 +53,9 @@ impl GroupCtx {
     }
     pub fn cpus(&self) -> &[u32] {
         &self.cpus
+    }
+    pub fn scope(&self) -> Scope {
+        self.scope
     }
     /// The group's CPU count, the m of the multiprocessor rules.
     pub fn m(&self) -> usize {
@@ -211,14 +214,6 @@ impl PluginGroup {
         test: &dyn FpTest,
     ) -> Option<(PluginGroup, Vec<usize>)> {
         let kind = system.get(box_name)?.spec.plugin?;
-        let cpus: Vec<u32> = sched
-            .box_servers(box_name)
-            .iter()
-            .map(|&s| sched.server(s).cpu)
-            .collect();
-        if cpus.is_empty() {
-            return None;
-        }
         let members: Vec<usize> = (0..system.tasks.len())
             .filter(|&t| system.tasks[t].box_name.as_deref() == Some(box_name))
             .collect();
@@ -235,7 +230,29 @@ impl PluginGroup {
                 }
             })
             .collect();
-        Some((PluginGroup::new(builtin(kind), cpus, tasks, test), members))
+        let group = PluginGroup::on_box(kind, box_name, sched, tasks, test)?;
+        Some((group, members))
+    }
+
+    /// The built-in plug-in `kind` over `tasks` on the vCPUs of `box_name`'s servers in
+    /// `sched`; `None` when the box has no servers. The daemon builds its groups here from the
+    /// tasks that entered through the task API ([`PluginGroup::for_box`] from a system's tasks).
+    pub fn on_box(
+        kind: PluginKind,
+        box_name: &str,
+        sched: &Scheduler,
+        tasks: Vec<PeriodicTask>,
+        test: &dyn FpTest,
+    ) -> Option<PluginGroup> {
+        let cpus: Vec<u32> = sched
+            .box_servers(box_name)
+            .iter()
+            .map(|&s| sched.server(s).cpu)
+            .collect();
+        if cpus.is_empty() {
+            return None;
+        }
+        Some(PluginGroup::new(builtin(kind), cpus, tasks, test))
     }
 
     pub fn plugin_name(&self) -> &str {

@@ -202,6 +202,21 @@ impl TaskJobs {
         }
     }
 
+    /// Its jobs at core time `now` for a plug-in (`plugins.rs`): nominal releases from the
+    /// page's first release (CLOCK_MONOTONIC, `epoch` at core time 0) and its completions.
+    /// `None` before `task_run`.
+    pub fn job_counts(&self, epoch: u64, now: Nanos) -> Option<super::plugins::JobCounts> {
+        let d = self.declared?;
+        let c = self.page.counters();
+        let first = (c.first_release != 0).then(|| c.first_release.saturating_sub(epoch));
+        Some(super::plugins::JobCounts::nominal(
+            first,
+            d.period,
+            now,
+            c.completed,
+        ))
+    }
+
     pub fn row(&self) -> TaskRow {
         let d = self.declared.unwrap_or_default();
         TaskRow {
@@ -226,6 +241,7 @@ impl TaskJobs {
             latency_max_ns: self.counters.max_latency,
             samples: self.response.len(),
             unsampled: self.unsampled,
+            plugin: None,
         }
     }
 }
@@ -257,6 +273,20 @@ pub struct TaskRow {
     pub latency_max_ns: u64,
     pub samples: usize,
     pub unsampled: u64,
+    /// In a plug-in box: the plug-in's decision for the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginRow>,
+}
+
+/// A plug-in's decision for a task (`plugins.rs`): its verdict (`guaranteed`, `unproven`,
+/// `background`: failed the plug-in's test and runs below every admitted task), its current
+/// vCPU and its priority in the box.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PluginRow {
+    pub name: String,
+    pub verdict: &'static str,
+    pub cpu: Option<u32>,
+    pub priority: u32,
 }
 
 /// The tasks of the periodic-task API.
@@ -296,6 +326,11 @@ impl Jobs {
 
     pub fn get(&self, tid: i32) -> Option<&TaskJobs> {
         self.live.get(&tid)
+    }
+
+    /// The live tasks, by thread id.
+    pub fn live(&self) -> impl Iterator<Item = &TaskJobs> {
+        self.live.values()
     }
 
     /// Live tasks, then finished ones (oldest first).
@@ -521,7 +556,19 @@ impl Runtime {
 
     /// Every task's figures (live ones first).
     pub fn task_rows(&self) -> Vec<TaskRow> {
-        self.jobs.rows()
+        let mut rows = self.jobs.rows();
+        let prio: BTreeMap<i32, u32> = self.plugins.priorities().collect();
+        for r in rows.iter_mut().filter(|r| self.jobs.get(r.tid).is_some()) {
+            if let Some((name, verdict, cpu)) = self.plugins.placement(r.tid) {
+                r.plugin = Some(PluginRow {
+                    name: name.to_string(),
+                    verdict: verdict.name(),
+                    cpu,
+                    priority: prio.get(&r.tid).copied().unwrap_or(0),
+                });
+            }
+        }
+        rows
     }
 }
 

@@ -28,6 +28,7 @@ pub mod jobs;
 pub mod localprio;
 pub mod members;
 pub mod periods;
+pub mod plugins;
 pub mod rtgrants;
 pub mod sensor;
 pub mod stops;
@@ -160,6 +161,8 @@ pub struct Runtime {
     step_started: Nanos,
     /// Until when the loop polls fast for new members' own priority changes (`forkwait.rs`).
     watch_until: Nanos,
+    /// The plug-in groups of plug-in boxes (`plugins.rs`).
+    plugins: plugins::PluginDriver,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -179,21 +182,10 @@ fn core_options() -> Options {
     }
 }
 
-/// A box with a scheduler plug-in (seed 001, docs/exsched.md) is refused, changing nothing:
-/// the daemon does not feed plug-in groups yet, and running the box without its plug-in would
-/// silently give other priorities and placements than the simulator shows.
-fn refuse_plugin_boxes(specs: &[BoxSpec]) -> Result<(), RuntimeError> {
-    match specs.iter().find(|b| b.plugin.is_some()) {
-        Some(b) => Err(RuntimeError::Model(rtbox_model::ModelError::new(
-            rtbox_model::Subject::Box(b.name.clone()),
-            "plugin",
-            format!(
-                "= \"{}\" is not run by the daemon yet (rtbox sim runs plug-in boxes); leave plugin out",
-                b.plugin.map_or("", |k| k.name())
-            ),
-        ))),
-        None => Ok(()),
-    }
+/// A plug-in's timer or a plug-in task's next release (`plugins.rs`) brings the loop's
+/// wake-up `at` forward, but never closer than [`MIN_GRANT`] (no spinning).
+fn plugins_wakeup(at: Nanos, now: Nanos, plugin: Option<Nanos>) -> Nanos {
+    plugin.map_or(at, |p| at.min(p.max(now + MIN_GRANT)))
 }
 
 /// The loop's cost for `kind`: the options' step cost; the perf sensor polls at the options'
@@ -219,7 +211,6 @@ fn build(
     cost: LoopCost,
     load: &HostLoad,
 ) -> Result<(System, Scheduler), RuntimeError> {
-    refuse_plugin_boxes(specs)?;
     let system = System::new(platform.clone(), specs.to_vec(), vec![])?;
     let adm = admit_on_host(&system, cost, load);
     if !adm.admitted() {
@@ -381,6 +372,7 @@ impl Runtime {
             sensor,
             step_started: 0,
             watch_until: 0,
+            plugins: plugins::PluginDriver::default(),
         })
     }
 
@@ -471,7 +463,6 @@ impl Runtime {
     /// Counters shown as totals never go back (see [`Periods::reconfigured`]); the period
     /// measurement of `changed` boxes starts again.
     fn set_boxes(&mut self, specs: Vec<BoxSpec>, changed: &[String]) -> Result<(), RuntimeError> {
-        refuse_plugin_boxes(&specs)?;
         let system = System::new(self.platform.clone(), specs.clone(), vec![])?;
         let load = self.host.load();
         let adm = admit_on_host(&system, self.loop_cost(), &load);
@@ -492,6 +483,7 @@ impl Runtime {
         }
         self.specs = specs;
         self.system = system;
+        self.plugins.invalidate();
         self.members.remap(&|s| map.map(s));
         for tid in self.members.orphans(&self.system) {
             self.release(tid);
@@ -654,7 +646,9 @@ impl Runtime {
         if std::mem::take(&mut self.members.own_change) {
             self.members.correct_drift(&mut self.sched, now);
         }
+        self.drive_plugins(now);
         self.sched.advance(now);
+        self.plugins.observe(now, &self.sched);
         self.record_events(now);
         // Decide and record first, so the backstop's plan covers the new state (taking what it
         // stopped meanwhile); carry the decisions out; thaw under the backstop's lock.
@@ -955,6 +949,7 @@ impl Runtime {
             self.poll_interval(),
             budget_left,
         );
+        let at = plugins_wakeup(at, now, self.plugins.next_timer());
         forkwait::watch_new_members(at, now, self.watch_until)
     }
 
@@ -1034,30 +1029,28 @@ mod tests {
     use rtbox_model::{Interface, ServerSpec};
 
     #[test]
-    fn plugin_boxes_are_refused_by_name() {
+    fn plugin_boxes_are_admitted_and_plugin_timers_bring_the_loop_forward() {
         let mut b = BoxSpec::new(
             "g",
             Interface::PerCpu {
-                budget: 5 * 1_000_000,
-                period: 10 * 1_000_000,
+                budget: 4_750_000,
+                period: 5_000_000,
             },
         );
         b.plugin = Some(rtbox_model::PluginKind::FpPm);
-        let Err(err) = build(
-            &Platform::with_cpus(2),
-            &[b],
-            LoopCost::DEFAULT,
-            &HostLoad::default(),
-        ) else {
-            panic!("a plug-in box was accepted");
+        b.placement = rtbox_model::Placement::Pinned;
+        let cost = LoopCost {
+            step: 0,
+            ..LoopCost::DEFAULT
         };
-        let msg = err.to_string();
-        assert!(
-            msg.contains("plugin")
-                && msg.contains("fp-pm")
-                && msg.contains("not run by the daemon"),
-            "{msg}"
-        );
+        let (system, _) = build(&Platform::with_cpus(2), &[b], cost, &HostLoad::default())
+            .expect("a plug-in box is run by the daemon");
+        assert!(system.boxes().iter().any(|b| b.spec.plugin.is_some()));
+        let (now, at) = (MS, 5 * MS);
+        assert_eq!(plugins_wakeup(at, now, None), at);
+        assert_eq!(plugins_wakeup(at, now, Some(3 * MS)), 3 * MS);
+        assert_eq!(plugins_wakeup(at, now, Some(9 * MS)), at);
+        assert_eq!(plugins_wakeup(at, now, Some(0)), now + MIN_GRANT);
     }
 
     const MS: Nanos = 1_000_000;
