@@ -23,65 +23,82 @@ enum Owner {
     Task(TaskId),
 }
 
+// The per-entity structs are `repr(C)` with the fields a decision reads first, so that one
+// decision touches one cache line per server, box and task (the order Rust would choose scatters
+// them behind the cold vectors and names).
+
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct Srv {
-    cpu_idx: usize,
     owner: Owner,
-    params: CbsParams,
-    bw: Bandwidth,
     st: CbsState,
+    // Scratch of one decision.
+    tent: CbsState,
+    cpu_idx: usize,
+    /// Global boxes: the member this vCPU hosts after the decision's placement (set for won
+    /// vCPUs only; read through `server_head` for EDF winners).
+    head: Option<TaskId>,
     throttled: bool,
-    replenish_at: Nanos,
     /// Had work at the last decision (running or waiting, throttled or not): a server that was
     /// not backlogged and gets work passes the wake-up rule.
     backlogged: bool,
+    eligible: bool,
+    excluded: bool,
+    has_work: bool,
+    /// Listed in `Scheduler::touched`.
+    touched: bool,
+    params: CbsParams,
+    replenish_at: Nanos,
+    bw: Bandwidth,
     /// Pinned members (pinned boxes) or the dedicated task.
     members: Vec<TaskId>,
     consumed: Nanos,
     throttles: u64,
-    // Scratch of one decision.
-    eligible: bool,
-    excluded: bool,
-    has_work: bool,
-    tent: CbsState,
 }
 
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct Bx {
-    name: String,
+    ready: Vec<TaskId>,
+    /// Its servers that win EDF on their CPU in the current round of a decision.
+    won: Vec<ServerId>,
     policy: Policy,
     placement: Placement,
     mode: Mode,
-    servers: Vec<ServerId>,
-    ready: Vec<TaskId>,
     /// `ready` is in local-policy order.
     sorted: bool,
-    /// Its servers that win EDF on their CPU in the current round of a decision.
-    won: Vec<ServerId>,
+    /// Whether the last placement of its members still holds (no member's readiness, order or
+    /// vCPU changed since); with the same won vCPUs (`placed_won`) placing again would keep
+    /// every member where it is, so the decision skips it.
+    placed_valid: bool,
     /// A shared (weighted) box: no servers, its tasks run in the background.
     shared: bool,
+    placed_won: Vec<ServerId>,
+    servers: Vec<ServerId>,
+    name: String,
     /// The weight of a shared box.
     weight: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct Tk {
-    /// As registered (reconfiguration registers the task again from it).
-    spec: TaskParams,
-    /// `None`: background (no box, or a shared box).
-    box_idx: Option<usize>,
-    priority: u32,
-    cpu_idx: Option<usize>,
-    /// Pinned vCPU or dedicated server.
-    home: Option<ServerId>,
-    ready: bool,
     deadline: Nanos,
     seq: u64,
     /// The vCPU the task sits on (global: assigned by the last decision).
     placed: Option<ServerId>,
+    priority: u32,
+    ready: bool,
+    /// `None`: background (no box, or a shared box).
+    box_idx: Option<usize>,
     /// The last vCPU it sat on, to report migrations.
     last_placed: Option<ServerId>,
     slice_used: Nanos,
+    cpu_idx: Option<usize>,
+    /// Pinned vCPU or dedicated server.
+    home: Option<ServerId>,
+    /// As registered (reconfiguration registers the task again from it).
+    spec: TaskParams,
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +135,9 @@ pub struct Scheduler {
     timers_due: bool,
     /// `next_timer` must be recomputed.
     timer_stale: bool,
+    /// A decision committed an exhausted budget to a server that may not run (a revised
+    /// wake-up cut to nothing): the next `fire_timers` looks at every server.
+    scan_all: bool,
     next_timer: Option<Nanos>,
     /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
     /// which refreshes it.
@@ -127,7 +147,15 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
+    scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
+    /// Servers whose work or throttle changed since the last decision (see `decide`), each once
+    /// (`Srv::touched`); `all_touched`: every server (after construction or a change of members).
+    touched: Vec<ServerId>,
+    all_touched: bool,
+    /// The servers the last decision excluded (trimmed): eligible, not backlogged, so the next
+    /// decision applies the wake-up rule to them again at its own time.
+    excluded_last: Vec<ServerId>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -188,6 +216,8 @@ impl Scheduler {
                 ready: Vec::new(),
                 sorted: true,
                 won: Vec::new(),
+                placed_won: Vec::new(),
+                placed_valid: false,
                 shared: b.spec.interface.is_shared(),
                 weight: match b.spec.interface {
                     rtbox_model::Interface::Shared { weight } => Some(weight),
@@ -232,6 +262,7 @@ impl Scheduler {
             dirty: true,
             timers_due: false,
             timer_stale: true,
+            scan_all: false,
             next_timer: None,
             next_replenish: None,
             events: VecDeque::new(),
@@ -239,7 +270,11 @@ impl Scheduler {
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
             scratch_trimmed: Vec::new(),
+            scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
+            touched: Vec::new(),
+            all_touched: true,
+            excluded_last: Vec::new(),
         })
     }
 
@@ -250,6 +285,7 @@ impl Scheduler {
     /// Registers a task (blocked). Errors name the task and the field.
     pub fn add_task(&mut self, p: TaskParams) -> Result<TaskId, CoreError> {
         let id = TaskId(self.tasks.len() as u32);
+        self.all_touched = true;
         let cpu_idx = match p.cpu {
             Some(c) => Some(self.cpu_idx(c).ok_or_else(|| CoreError::UnknownCpu {
                 task: p.name.clone(),
@@ -368,6 +404,7 @@ impl Scheduler {
         let seq = self.seq;
         let tk = &mut self.tasks[t.index()];
         let mut reorder = false;
+        let was_ready = tk.ready;
         if let Some(d) = deadline {
             reorder = tk.deadline != d;
             tk.deadline = d;
@@ -381,8 +418,13 @@ impl Scheduler {
                 self.boxes[b].ready.push(t);
             }
         }
-        if let (true, Some(b)) = (reorder, tk.box_idx) {
+        let (woke, box_idx) = (!was_ready, tk.box_idx);
+        if let (true, Some(b)) = (reorder, box_idx) {
             self.boxes[b].sorted = false;
+            self.boxes[b].placed_valid = false;
+        }
+        if woke {
+            self.touch_task_servers(t);
         }
         self.dirty = true;
         Ok(())
@@ -402,6 +444,7 @@ impl Scheduler {
         tk.priority = priority;
         if let Some(b) = tk.box_idx {
             self.boxes[b].sorted = false;
+            self.boxes[b].placed_valid = false;
         }
         self.dirty = true;
         Ok(())
@@ -418,13 +461,40 @@ impl Scheduler {
                 if let Some(i) = ready.iter().position(|&x| x == t) {
                     ready.remove(i);
                 }
+                self.boxes[b].placed_valid = false;
                 if self.boxes[b].placement == Placement::Global {
                     self.tasks[t.index()].placed = None;
                 }
             }
+            self.touch_task_servers(t);
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// Notes that a server's work or throttle changed: the next decision looks at it again.
+    fn touch(&mut self, s: usize) {
+        let srv = &mut self.servers[s];
+        if !srv.touched {
+            srv.touched = true;
+            self.touched.push(ServerId(s as u32));
+        }
+    }
+
+    /// A task's readiness changed: the servers whose work depends on it (its dedicated server,
+    /// its pinned vCPU, or every vCPU of its global box).
+    fn touch_task_servers(&mut self, t: TaskId) {
+        let tk = &self.tasks[t.index()];
+        match (tk.home, tk.box_idx) {
+            (Some(h), _) => self.touch(h.index()),
+            (None, Some(b)) => {
+                for i in 0..self.boxes[b].servers.len() {
+                    let s = self.boxes[b].servers[i];
+                    self.touch(s.index());
+                }
+            }
+            (None, None) => {}
+        }
     }
 
     /// Measured accounting: `ns` of CPU time consumed by the server's members. Throttling
@@ -526,57 +596,114 @@ impl Scheduler {
                     self.dirty = true;
                     if let Some(b) = tk.box_idx {
                         self.boxes[b].sorted = false;
+                        self.boxes[b].placed_valid = false;
                     }
                 }
             }
         }
     }
 
+    /// Fires due timers: replenishes throttled servers whose time has come and throttles
+    /// exhausted ones. Only a running server can exhaust between two calls in implicit accounting
+    /// (`charge_elapsed` charges running servers only; a measured `charge` that exhausts sets
+    /// `timers_due`), so unless a replenishment is due or `timers_due` is set, only the running
+    /// servers are looked at; the servers are handled in id order either way, so the events come
+    /// out as from a full scan.
     fn fire_timers(&mut self, now: Nanos) {
-        let mut next_replenish: Option<Nanos> = None;
-        for i in 0..self.servers.len() {
-            let s = &mut self.servers[i];
-            if s.throttled && s.replenish_at <= now {
-                s.throttled = false;
-                self.dirty = true;
-                // A timer fired more than a period late: its replenished deadline has passed
-                // too, so the server restarts from now (rule `cbs_unthrottle`).
-                s.st = cbs_unthrottle(s.st, s.params, now);
-                if self.opts.record_events {
-                    self.events.push_back(Event::Replenished {
-                        at: now,
-                        server: ServerId(i as u32),
-                    });
+        if self.timers_due || self.scan_all || self.next_replenish.is_some_and(|r| r <= now) {
+            self.scan_all = false;
+            let mut next_replenish: Option<Nanos> = None;
+            for i in 0..self.servers.len() {
+                self.fire_server(i, now);
+                let s = &self.servers[i];
+                if s.throttled {
+                    let r = s.replenish_at;
+                    next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
                 }
             }
-            if !s.throttled && cbs_exhausted(s.st) {
-                let (st, until) = cbs_throttle(s.st, s.params, now);
-                s.st = st;
-                s.throttles += 1;
-                self.dirty = true;
-                if let Some(u) = until {
-                    s.throttled = true;
-                    s.replenish_at = u;
-                }
-                if self.opts.record_events {
-                    let server = ServerId(i as u32);
-                    self.events.push_back(Event::Throttled {
-                        at: now,
-                        server,
-                        until: until.unwrap_or(now),
-                    });
-                    if until.is_none() {
-                        self.events
-                            .push_back(Event::Replenished { at: now, server });
+            self.next_replenish = next_replenish;
+        } else {
+            let mut due = std::mem::take(&mut self.scratch_servers);
+            due.clear();
+            for c in &self.cpus {
+                if let Some(Running {
+                    server: Some(s), ..
+                }) = c.running
+                {
+                    let srv = &self.servers[s.index()];
+                    if !srv.throttled && cbs_exhausted(srv.st) {
+                        due.push(s);
                     }
                 }
             }
-            if s.throttled {
-                let r = s.replenish_at;
-                next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+            due.sort_unstable();
+            for &s in &due {
+                self.fire_server(s.index(), now);
+                let srv = &self.servers[s.index()];
+                if srv.throttled {
+                    let r = srv.replenish_at;
+                    self.next_replenish = Some(self.next_replenish.map_or(r, |n| n.min(r)));
+                }
+            }
+            self.scratch_servers = due;
+        }
+        debug_assert!(
+            self.servers
+                .iter()
+                .all(|s| s.throttled || !cbs_exhausted(s.st)),
+            "an exhausted server escaped its throttle"
+        );
+    }
+
+    /// The timers of one server at `now`: its replenishment if due, then its throttle if its
+    /// budget is exhausted.
+    fn fire_server(&mut self, i: usize, now: Nanos) {
+        let s = &mut self.servers[i];
+        let (throttled, st) = (s.throttled, s.st);
+        self.fire_server_timers(i, now);
+        let s = &self.servers[i];
+        if s.throttled != throttled || s.st != st {
+            self.touch(i);
+        }
+    }
+
+    fn fire_server_timers(&mut self, i: usize, now: Nanos) {
+        let s = &mut self.servers[i];
+        if s.throttled && s.replenish_at <= now {
+            s.throttled = false;
+            self.dirty = true;
+            // A timer fired more than a period late: its replenished deadline has passed
+            // too, so the server restarts from now (rule `cbs_unthrottle`).
+            s.st = cbs_unthrottle(s.st, s.params, now);
+            if self.opts.record_events {
+                self.events.push_back(Event::Replenished {
+                    at: now,
+                    server: ServerId(i as u32),
+                });
             }
         }
-        self.next_replenish = next_replenish;
+        if !s.throttled && cbs_exhausted(s.st) {
+            let (st, until) = cbs_throttle(s.st, s.params, now);
+            s.st = st;
+            s.throttles += 1;
+            self.dirty = true;
+            if let Some(u) = until {
+                s.throttled = true;
+                s.replenish_at = u;
+            }
+            if self.opts.record_events {
+                let server = ServerId(i as u32);
+                self.events.push_back(Event::Throttled {
+                    at: now,
+                    server,
+                    until: until.unwrap_or(now),
+                });
+                if until.is_none() {
+                    self.events
+                        .push_back(Event::Replenished { at: now, server });
+                }
+            }
+        }
     }
 
     fn compute_next_timer(&self) -> Option<Nanos> {
@@ -783,9 +910,36 @@ impl Scheduler {
 
     /// Recomputes every CPU's decision at `now`.
     fn decide(&mut self, now: Nanos) {
-        // 1. Which servers have work; tentative wake-up rule for those that were idle.
+        // 1. Which servers have work; tentative wake-up rule for those that were idle. Only the
+        // servers whose work or throttle changed since the last decision (`touched`) and those
+        // it excluded (their wake-up rule depends on the time) can differ from what the last
+        // decision left: every other server kept its work and throttle, is not excluded, and is
+        // backlogged if eligible (so its tentative state is its state, whose deadline only
+        // changes with a timer, which touches it). The commit (5.) has the same property plus
+        // the servers this decision excludes.
+        let mut set = std::mem::take(&mut self.scratch_set);
+        set.clear();
+        if self.all_touched {
+            set.extend((0..self.servers.len()).map(|i| ServerId(i as u32)));
+            for s in self.servers.iter_mut() {
+                s.touched = false;
+            }
+        } else {
+            set.append(&mut self.touched);
+            for &s in &self.excluded_last {
+                if !self.servers[s.index()].touched {
+                    set.push(s);
+                }
+            }
+            for &s in &set {
+                self.servers[s.index()].touched = false;
+            }
+        }
+        self.touched.clear();
+        self.all_touched = false;
         let (boxes, tasks) = (&self.boxes, &self.tasks);
-        for s in self.servers.iter_mut() {
+        for &id in &set {
+            let s = &mut self.servers[id.index()];
             let has_work = server_has_work(s, boxes, tasks);
             s.has_work = has_work;
             s.excluded = false;
@@ -795,6 +949,24 @@ impl Scheduler {
             } else {
                 s.st
             };
+        }
+        #[cfg(debug_assertions)]
+        for s in &self.servers {
+            let has_work = server_has_work(s, boxes, tasks);
+            debug_assert_eq!(s.has_work, has_work, "stale work of an untouched server");
+            debug_assert!(!s.excluded, "an untouched server kept an exclusion");
+            debug_assert_eq!(s.eligible, has_work && !s.throttled, "stale eligibility");
+            if s.eligible {
+                let tent = if s.backlogged {
+                    s.st
+                } else {
+                    cbs_wakeup(s.st, s.params, now)
+                };
+                debug_assert_eq!(s.tent.deadline, tent.deadline, "stale tentative deadline");
+                if !s.backlogged {
+                    debug_assert_eq!(s.tent, tent, "stale wake-up of an untouched server");
+                }
+            }
         }
         for b in 0..self.boxes.len() {
             if !self.boxes[b].sorted {
@@ -817,6 +989,7 @@ impl Scheduler {
             self.note_winner(w);
         }
         let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
+        self.excluded_last.clear();
         loop {
             trimmed.clear();
             for b in 0..self.boxes.len() {
@@ -827,6 +1000,8 @@ impl Scheduler {
             if trimmed.is_empty() {
                 break;
             }
+            set.extend_from_slice(&trimmed);
+            self.excluded_last.extend_from_slice(&trimmed);
             for &s in &trimmed {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
@@ -866,22 +1041,38 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        for (i, s) in self.servers.iter_mut().enumerate() {
+        // In id order, so that the events come out as from a pass over every server.
+        set.sort_unstable();
+        set.dedup();
+        for &id in &set {
+            let s = &mut self.servers[id.index()];
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
             if active && !s.backlogged {
                 if self.opts.record_events && s.tent.deadline != s.st.deadline {
                     self.events.push_back(Event::Renewed {
                         at: now,
-                        server: ServerId(i as u32),
+                        server: id,
                     });
                 }
                 s.st = s.tent;
+                if cbs_exhausted(s.st) {
+                    self.scan_all = true;
+                }
             }
             s.backlogged = active || (s.throttled && has_work);
-            if check && active {
-                let c = &mut self.cpus[s.cpu_idx];
-                c.active_bw = c.active_bw + s.bw;
+        }
+        self.scratch_set = set;
+        if check {
+            for s in &self.servers {
+                debug_assert!(
+                    s.backlogged == ((s.eligible && !s.excluded) || (s.throttled && s.has_work)),
+                    "an uncommitted server"
+                );
+                if s.eligible && !s.excluded {
+                    let c = &mut self.cpus[s.cpu_idx];
+                    c.active_bw = c.active_bw + s.bw;
+                }
             }
         }
         for (c, &new) in new_running.iter().enumerate() {
@@ -969,6 +1160,22 @@ impl Scheduler {
     /// that still runs (G-FP invariant of seed 002 section 3.3; migration away from a throttled or
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
+        let bx = &mut self.boxes[b];
+        if bx.placed_valid && bx.won == bx.placed_won {
+            debug_assert!(
+                bx.ready
+                    .iter()
+                    .take(bx.won.len())
+                    .all(|t| self.tasks[t.index()]
+                        .placed
+                        .is_some_and(|s| bx.won.contains(&s))),
+                "a skipped placement would have moved a member"
+            );
+            return;
+        }
+        bx.placed_valid = true;
+        bx.placed_won.clear();
+        bx.placed_won.extend_from_slice(&bx.won);
         // No vCPU won: every ready member waits unplaced (and with none ready, nothing to do).
         if self.boxes[b].won.is_empty() {
             let (boxes, tasks) = (&self.boxes, &mut self.tasks);
@@ -1000,11 +1207,20 @@ impl Scheduler {
         for &t in &bx.ready[top..] {
             tasks[t.index()].placed = None;
         }
+        // Each won vCPU hosts at most one of the top members: note it for `server_head`.
+        let servers = &mut self.servers;
+        for &s in &bx.won {
+            servers[s.index()].head = None;
+        }
+        for &t in &bx.ready[..top] {
+            if let Some(s) = tasks[t.index()].placed {
+                servers[s.index()].head = Some(t);
+            }
+        }
         if pending.is_empty() {
             return;
         }
         // Won vCPUs sit on distinct CPUs (one EDF winner per CPU): CPU order is total.
-        let servers = &self.servers;
         free.sort_by_key(|&s| servers[s.index()].cpu_idx);
         for (&t, &s) in pending.iter().zip(free.iter()) {
             let tk = &mut tasks[t.index()];
@@ -1020,6 +1236,7 @@ impl Scheduler {
             }
             tk.placed = Some(s);
             tk.last_placed = Some(s);
+            servers[s.index()].head = Some(t);
         }
     }
 
@@ -1031,11 +1248,17 @@ impl Scheduler {
             Owner::Box(b) => {
                 let bx = &self.boxes[b];
                 match bx.placement {
-                    Placement::Global => bx
-                        .ready
-                        .iter()
-                        .copied()
-                        .find(|t| self.tasks[t.index()].placed == Some(s)),
+                    Placement::Global => {
+                        debug_assert_eq!(
+                            srv.head,
+                            bx.ready
+                                .iter()
+                                .copied()
+                                .find(|t| self.tasks[t.index()].placed == Some(s)),
+                            "stale vCPU head"
+                        );
+                        srv.head
+                    }
                     Placement::Pinned => srv
                         .members
                         .iter()
@@ -1150,7 +1373,9 @@ impl Srv {
             eligible: false,
             excluded: false,
             has_work: false,
+            touched: false,
             tent: st,
+            head: None,
         }
     }
 }
