@@ -112,6 +112,10 @@ struct Cpu {
     reserved: Bandwidth,
     active_bw: Bandwidth,
     winner: Option<ServerId>,
+    /// The EDF winner before any exclusion, kept between decisions: it only changes when one
+    /// of the CPU's servers is looked at again (`stale`).
+    winner0: Option<ServerId>,
+    stale: bool,
 }
 
 /// The scheduling core. See the crate documentation for the calling protocol.
@@ -138,6 +142,11 @@ pub struct Scheduler {
     /// A decision committed an exhausted budget to a server that may not run (a revised
     /// wake-up cut to nothing): the next `fire_timers` looks at every server.
     scan_all: bool,
+    /// Timers fired at `now` and nothing was charged or decided since: firing again at the same
+    /// instant would find nothing due.
+    fired: bool,
+    /// Counts changes of what runs on any CPU (see [`Scheduler::dispatch_generation`]).
+    dispatch_gen: u64,
     next_timer: Option<Nanos>,
     /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
     /// which refreshes it.
@@ -202,6 +211,8 @@ impl Scheduler {
                     .map_or(Bandwidth::ZERO, |l| l.total),
                 active_bw: Bandwidth::ZERO,
                 winner: None,
+                winner0: None,
+                stale: true,
             })
             .collect();
         let mut boxes: Vec<Bx> = system
@@ -263,6 +274,8 @@ impl Scheduler {
             timers_due: false,
             timer_stale: true,
             scan_all: false,
+            fired: false,
+            dispatch_gen: 0,
             next_timer: None,
             next_replenish: None,
             events: VecDeque::new(),
@@ -507,6 +520,7 @@ impl Scheduler {
         s.st = cbs_charge(s.st, ns);
         s.consumed += ns;
         self.timer_stale = true;
+        self.fired = false;
         if cbs_exhausted(s.st) {
             self.dirty = true;
             self.timers_due = true;
@@ -525,6 +539,7 @@ impl Scheduler {
             .ok_or(CoreError::UnknownServer(server))?;
         let before = s.st.runtime;
         s.st = cbs_refund(s.st, s.params, ns);
+        self.fired = false;
         let given = (s.st.runtime - before).unsigned_abs();
         debug_assert!(given <= ns, "refund gave more than asked");
         s.consumed = s.consumed.saturating_sub(given);
@@ -561,10 +576,14 @@ impl Scheduler {
         self.now = now;
         // Nothing can expire before the cached next timer unless a measured charge exhausted a
         // budget (which sets `timers_due`).
-        if self.timers_due || self.next_timer.is_some_and(|t| t <= now) {
+        if dt > 0 {
+            self.fired = false;
+        }
+        if self.timers_due || (!self.fired && self.next_timer.is_some_and(|t| t <= now)) {
             self.fire_timers(now);
             self.timers_due = false;
             self.timer_stale = true;
+            self.fired = true;
         }
     }
 
@@ -614,7 +633,15 @@ impl Scheduler {
             self.scan_all = false;
             let mut next_replenish: Option<Nanos> = None;
             for i in 0..self.servers.len() {
-                self.fire_server(i, now);
+                let s = &self.servers[i];
+                let due = if s.throttled {
+                    s.replenish_at <= now
+                } else {
+                    cbs_exhausted(s.st)
+                };
+                if due {
+                    self.fire_server(i, now);
+                }
                 let s = &self.servers[i];
                 if s.throttled {
                     let r = s.replenish_at;
@@ -756,6 +783,12 @@ impl Scheduler {
     /// What runs on `cpu` after the last [`Scheduler::advance`].
     pub fn running(&self, cpu: u32) -> Option<Running> {
         self.cpu_idx(cpu).and_then(|i| self.cpus[i].running)
+    }
+
+    /// A counter that changes whenever what runs on some CPU changes: a driver that saw the
+    /// same value before can skip reading every CPU's [`Scheduler::running_at`] again.
+    pub fn dispatch_generation(&self) -> u64 {
+        self.dispatch_gen
     }
 
     /// What runs on the CPU at position `idx` of [`Scheduler::cpus`] (fast path for drivers).
@@ -910,6 +943,7 @@ impl Scheduler {
 
     /// Recomputes every CPU's decision at `now`.
     fn decide(&mut self, now: Nanos) {
+        self.fired = false;
         // 1. Which servers have work; tentative wake-up rule for those that were idle. Only the
         // servers whose work or throttle changed since the last decision (`touched`) and those
         // it excluded (their wake-up rule depends on the time) can differ from what the last
@@ -983,8 +1017,17 @@ impl Scheduler {
         for b in 0..self.boxes.len() {
             self.boxes[b].won.clear();
         }
+        for &id in &set {
+            let c = self.servers[id.index()].cpu_idx;
+            self.cpus[c].stale = true;
+        }
         for c in 0..self.cpus.len() {
-            let w = self.edf_winner(c);
+            if self.cpus[c].stale {
+                self.cpus[c].winner0 = self.edf_winner(c);
+                self.cpus[c].stale = false;
+            }
+            let w = self.cpus[c].winner0;
+            debug_assert_eq!(w, self.edf_winner(c), "stale EDF winner");
             self.cpus[c].winner = w;
             self.note_winner(w);
         }
@@ -993,7 +1036,10 @@ impl Scheduler {
         loop {
             trimmed.clear();
             for b in 0..self.boxes.len() {
-                if self.boxes[b].placement == Placement::Global && !self.boxes[b].ready.is_empty() {
+                // Only a box that won more vCPUs than it has ready members has any to give up
+                // (a box with none ready has no eligible server, so it won none).
+                let bx = &self.boxes[b];
+                if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
                     self.trim_surplus(b, &mut trimmed);
                 }
             }
@@ -1104,6 +1150,7 @@ impl Scheduler {
                     });
                 }
                 self.cpus[c].running = new;
+                self.dispatch_gen += 1;
             }
         }
         self.scratch_running = new_running;
