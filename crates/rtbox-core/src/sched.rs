@@ -23,82 +23,75 @@ enum Owner {
     Task(TaskId),
 }
 
-// The per-entity structs are `repr(C)` with the fields a decision reads first, so that one
-// decision touches one cache line per server, box and task (the order Rust would choose scatters
-// them behind the cold vectors and names).
-
 #[derive(Debug, Clone)]
-#[repr(C)]
 struct Srv {
-    owner: Owner,
-    st: CbsState,
-    // Scratch of one decision.
-    tent: CbsState,
     cpu_idx: usize,
-    /// Global boxes: the member this vCPU hosts after the decision's placement (set for won
-    /// vCPUs only; read through `server_head` for EDF winners).
-    head: Option<TaskId>,
+    owner: Owner,
+    params: CbsParams,
+    bw: Bandwidth,
+    st: CbsState,
     throttled: bool,
+    replenish_at: Nanos,
     /// Had work at the last decision (running or waiting, throttled or not): a server that was
     /// not backlogged and gets work passes the wake-up rule.
     backlogged: bool,
-    eligible: bool,
-    excluded: bool,
-    has_work: bool,
-    /// Listed in `Scheduler::touched`.
-    touched: bool,
-    params: CbsParams,
-    replenish_at: Nanos,
-    bw: Bandwidth,
     /// Pinned members (pinned boxes) or the dedicated task.
     members: Vec<TaskId>,
     consumed: Nanos,
     throttles: u64,
+    // Scratch of one decision.
+    eligible: bool,
+    excluded: bool,
+    has_work: bool,
+    tent: CbsState,
+    /// Global boxes: the member this vCPU hosts after the decision's placement (set for won
+    /// vCPUs only; read through `server_head` for EDF winners).
+    head: Option<TaskId>,
+    /// Listed in `Scheduler::touched`.
+    touched: bool,
 }
 
 #[derive(Debug, Clone)]
-#[repr(C)]
 struct Bx {
-    ready: Vec<TaskId>,
-    /// Its servers that win EDF on their CPU in the current round of a decision.
-    won: Vec<ServerId>,
+    name: String,
     policy: Policy,
     placement: Placement,
     mode: Mode,
+    servers: Vec<ServerId>,
+    ready: Vec<TaskId>,
     /// `ready` is in local-policy order.
     sorted: bool,
+    /// Its servers that win EDF on their CPU in the current round of a decision.
+    won: Vec<ServerId>,
+    /// A shared (weighted) box: no servers, its tasks run in the background.
+    shared: bool,
+    /// The weight of a shared box.
+    weight: Option<u32>,
     /// Whether the last placement of its members still holds (no member's readiness, order or
     /// vCPU changed since); with the same won vCPUs (`placed_won`) placing again would keep
     /// every member where it is, so the decision skips it.
     placed_valid: bool,
-    /// A shared (weighted) box: no servers, its tasks run in the background.
-    shared: bool,
     placed_won: Vec<ServerId>,
-    servers: Vec<ServerId>,
-    name: String,
-    /// The weight of a shared box.
-    weight: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
-#[repr(C)]
 struct Tk {
+    /// As registered (reconfiguration registers the task again from it).
+    spec: TaskParams,
+    /// `None`: background (no box, or a shared box).
+    box_idx: Option<usize>,
+    priority: u32,
+    cpu_idx: Option<usize>,
+    /// Pinned vCPU or dedicated server.
+    home: Option<ServerId>,
+    ready: bool,
     deadline: Nanos,
     seq: u64,
     /// The vCPU the task sits on (global: assigned by the last decision).
     placed: Option<ServerId>,
-    priority: u32,
-    ready: bool,
-    /// `None`: background (no box, or a shared box).
-    box_idx: Option<usize>,
     /// The last vCPU it sat on, to report migrations.
     last_placed: Option<ServerId>,
     slice_used: Nanos,
-    cpu_idx: Option<usize>,
-    /// Pinned vCPU or dedicated server.
-    home: Option<ServerId>,
-    /// As registered (reconfiguration registers the task again from it).
-    spec: TaskParams,
 }
 
 #[derive(Debug, Clone)]
