@@ -44,6 +44,11 @@ struct Srv {
     excluded: bool,
     has_work: bool,
     tent: CbsState,
+    /// Global boxes: the member this vCPU hosts after the decision's placement (set for won
+    /// vCPUs only; read through `server_head` for EDF winners).
+    head: Option<TaskId>,
+    /// Listed in `Scheduler::touched`.
+    touched: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +67,11 @@ struct Bx {
     shared: bool,
     /// The weight of a shared box.
     weight: Option<u32>,
+    /// Whether the last placement of its members still holds (no member's readiness, order or
+    /// vCPU changed since); with the same won vCPUs (`placed_won`) placing again would keep
+    /// every member where it is, so the decision skips it.
+    placed_valid: bool,
+    placed_won: Vec<ServerId>,
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +105,10 @@ struct Cpu {
     reserved: Bandwidth,
     active_bw: Bandwidth,
     winner: Option<ServerId>,
+    /// The EDF winner before any exclusion, kept between decisions: it only changes when one
+    /// of the CPU's servers is looked at again (`stale`).
+    winner0: Option<ServerId>,
+    stale: bool,
 }
 
 /// The scheduling core. See the crate documentation for the calling protocol.
@@ -118,6 +132,14 @@ pub struct Scheduler {
     timers_due: bool,
     /// `next_timer` must be recomputed.
     timer_stale: bool,
+    /// A decision committed an exhausted budget to a server that may not run (a revised
+    /// wake-up cut to nothing): the next `fire_timers` looks at every server.
+    scan_all: bool,
+    /// Timers fired at `now` and nothing was charged or decided since: firing again at the same
+    /// instant would find nothing due.
+    fired: bool,
+    /// Counts changes of what runs on any CPU (see [`Scheduler::dispatch_generation`]).
+    dispatch_gen: u64,
     next_timer: Option<Nanos>,
     /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
     /// which refreshes it.
@@ -127,7 +149,15 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
+    scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
+    /// Servers whose work or throttle changed since the last decision (see `decide`), each once
+    /// (`Srv::touched`); `all_touched`: every server (after construction or a change of members).
+    touched: Vec<ServerId>,
+    all_touched: bool,
+    /// The servers the last decision excluded (trimmed): eligible, not backlogged, so the next
+    /// decision applies the wake-up rule to them again at its own time.
+    excluded_last: Vec<ServerId>,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -174,6 +204,8 @@ impl Scheduler {
                     .map_or(Bandwidth::ZERO, |l| l.total),
                 active_bw: Bandwidth::ZERO,
                 winner: None,
+                winner0: None,
+                stale: true,
             })
             .collect();
         let mut boxes: Vec<Bx> = system
@@ -188,6 +220,8 @@ impl Scheduler {
                 ready: Vec::new(),
                 sorted: true,
                 won: Vec::new(),
+                placed_won: Vec::new(),
+                placed_valid: false,
                 shared: b.spec.interface.is_shared(),
                 weight: match b.spec.interface {
                     rtbox_model::Interface::Shared { weight } => Some(weight),
@@ -232,6 +266,9 @@ impl Scheduler {
             dirty: true,
             timers_due: false,
             timer_stale: true,
+            scan_all: false,
+            fired: false,
+            dispatch_gen: 0,
             next_timer: None,
             next_replenish: None,
             events: VecDeque::new(),
@@ -239,7 +276,11 @@ impl Scheduler {
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
             scratch_trimmed: Vec::new(),
+            scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
+            touched: Vec::new(),
+            all_touched: true,
+            excluded_last: Vec::new(),
         })
     }
 
@@ -250,6 +291,7 @@ impl Scheduler {
     /// Registers a task (blocked). Errors name the task and the field.
     pub fn add_task(&mut self, p: TaskParams) -> Result<TaskId, CoreError> {
         let id = TaskId(self.tasks.len() as u32);
+        self.all_touched = true;
         let cpu_idx = match p.cpu {
             Some(c) => Some(self.cpu_idx(c).ok_or_else(|| CoreError::UnknownCpu {
                 task: p.name.clone(),
@@ -368,6 +410,7 @@ impl Scheduler {
         let seq = self.seq;
         let tk = &mut self.tasks[t.index()];
         let mut reorder = false;
+        let was_ready = tk.ready;
         if let Some(d) = deadline {
             reorder = tk.deadline != d;
             tk.deadline = d;
@@ -381,8 +424,13 @@ impl Scheduler {
                 self.boxes[b].ready.push(t);
             }
         }
-        if let (true, Some(b)) = (reorder, tk.box_idx) {
+        let (woke, box_idx) = (!was_ready, tk.box_idx);
+        if let (true, Some(b)) = (reorder, box_idx) {
             self.boxes[b].sorted = false;
+            self.boxes[b].placed_valid = false;
+        }
+        if woke {
+            self.touch_task_servers(t);
         }
         self.dirty = true;
         Ok(())
@@ -402,6 +450,7 @@ impl Scheduler {
         tk.priority = priority;
         if let Some(b) = tk.box_idx {
             self.boxes[b].sorted = false;
+            self.boxes[b].placed_valid = false;
         }
         self.dirty = true;
         Ok(())
@@ -418,13 +467,40 @@ impl Scheduler {
                 if let Some(i) = ready.iter().position(|&x| x == t) {
                     ready.remove(i);
                 }
+                self.boxes[b].placed_valid = false;
                 if self.boxes[b].placement == Placement::Global {
                     self.tasks[t.index()].placed = None;
                 }
             }
+            self.touch_task_servers(t);
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// Notes that a server's work or throttle changed: the next decision looks at it again.
+    fn touch(&mut self, s: usize) {
+        let srv = &mut self.servers[s];
+        if !srv.touched {
+            srv.touched = true;
+            self.touched.push(ServerId(s as u32));
+        }
+    }
+
+    /// A task's readiness changed: the servers whose work depends on it (its dedicated server,
+    /// its pinned vCPU, or every vCPU of its global box).
+    fn touch_task_servers(&mut self, t: TaskId) {
+        let tk = &self.tasks[t.index()];
+        match (tk.home, tk.box_idx) {
+            (Some(h), _) => self.touch(h.index()),
+            (None, Some(b)) => {
+                for i in 0..self.boxes[b].servers.len() {
+                    let s = self.boxes[b].servers[i];
+                    self.touch(s.index());
+                }
+            }
+            (None, None) => {}
+        }
     }
 
     /// Measured accounting: `ns` of CPU time consumed by the server's members. Throttling
@@ -437,6 +513,7 @@ impl Scheduler {
         s.st = cbs_charge(s.st, ns);
         s.consumed += ns;
         self.timer_stale = true;
+        self.fired = false;
         if cbs_exhausted(s.st) {
             self.dirty = true;
             self.timers_due = true;
@@ -455,6 +532,7 @@ impl Scheduler {
             .ok_or(CoreError::UnknownServer(server))?;
         let before = s.st.runtime;
         s.st = cbs_refund(s.st, s.params, ns);
+        self.fired = false;
         let given = (s.st.runtime - before).unsigned_abs();
         debug_assert!(given <= ns, "refund gave more than asked");
         s.consumed = s.consumed.saturating_sub(given);
@@ -491,10 +569,14 @@ impl Scheduler {
         self.now = now;
         // Nothing can expire before the cached next timer unless a measured charge exhausted a
         // budget (which sets `timers_due`).
-        if self.timers_due || self.next_timer.is_some_and(|t| t <= now) {
+        if dt > 0 {
+            self.fired = false;
+        }
+        if self.timers_due || (!self.fired && self.next_timer.is_some_and(|t| t <= now)) {
             self.fire_timers(now);
             self.timers_due = false;
             self.timer_stale = true;
+            self.fired = true;
         }
     }
 
@@ -526,57 +608,122 @@ impl Scheduler {
                     self.dirty = true;
                     if let Some(b) = tk.box_idx {
                         self.boxes[b].sorted = false;
+                        self.boxes[b].placed_valid = false;
                     }
                 }
             }
         }
     }
 
+    /// Fires due timers: replenishes throttled servers whose time has come and throttles
+    /// exhausted ones. Only a running server can exhaust between two calls in implicit accounting
+    /// (`charge_elapsed` charges running servers only; a measured `charge` that exhausts sets
+    /// `timers_due`), so unless a replenishment is due or `timers_due` is set, only the running
+    /// servers are looked at; the servers are handled in id order either way, so the events come
+    /// out as from a full scan.
     fn fire_timers(&mut self, now: Nanos) {
-        let mut next_replenish: Option<Nanos> = None;
-        for i in 0..self.servers.len() {
-            let s = &mut self.servers[i];
-            if s.throttled && s.replenish_at <= now {
-                s.throttled = false;
-                self.dirty = true;
-                // A timer fired more than a period late: its replenished deadline has passed
-                // too, so the server restarts from now (rule `cbs_unthrottle`).
-                s.st = cbs_unthrottle(s.st, s.params, now);
-                if self.opts.record_events {
-                    self.events.push_back(Event::Replenished {
-                        at: now,
-                        server: ServerId(i as u32),
-                    });
+        if self.timers_due || self.scan_all || self.next_replenish.is_some_and(|r| r <= now) {
+            self.scan_all = false;
+            let mut next_replenish: Option<Nanos> = None;
+            for i in 0..self.servers.len() {
+                let s = &self.servers[i];
+                let due = if s.throttled {
+                    s.replenish_at <= now
+                } else {
+                    cbs_exhausted(s.st)
+                };
+                if due {
+                    self.fire_server(i, now);
+                }
+                let s = &self.servers[i];
+                if s.throttled {
+                    let r = s.replenish_at;
+                    next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
                 }
             }
-            if !s.throttled && cbs_exhausted(s.st) {
-                let (st, until) = cbs_throttle(s.st, s.params, now);
-                s.st = st;
-                s.throttles += 1;
-                self.dirty = true;
-                if let Some(u) = until {
-                    s.throttled = true;
-                    s.replenish_at = u;
-                }
-                if self.opts.record_events {
-                    let server = ServerId(i as u32);
-                    self.events.push_back(Event::Throttled {
-                        at: now,
-                        server,
-                        until: until.unwrap_or(now),
-                    });
-                    if until.is_none() {
-                        self.events
-                            .push_back(Event::Replenished { at: now, server });
+            self.next_replenish = next_replenish;
+        } else {
+            let mut due = std::mem::take(&mut self.scratch_servers);
+            due.clear();
+            for c in &self.cpus {
+                if let Some(Running {
+                    server: Some(s), ..
+                }) = c.running
+                {
+                    let srv = &self.servers[s.index()];
+                    if !srv.throttled && cbs_exhausted(srv.st) {
+                        due.push(s);
                     }
                 }
             }
-            if s.throttled {
-                let r = s.replenish_at;
-                next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+            due.sort_unstable();
+            for &s in &due {
+                self.fire_server(s.index(), now);
+                let srv = &self.servers[s.index()];
+                if srv.throttled {
+                    let r = srv.replenish_at;
+                    self.next_replenish = Some(self.next_replenish.map_or(r, |n| n.min(r)));
+                }
+            }
+            self.scratch_servers = due;
+        }
+        debug_assert!(
+            self.servers
+                .iter()
+                .all(|s| s.throttled || !cbs_exhausted(s.st)),
+            "an exhausted server escaped its throttle"
+        );
+    }
+
+    /// The timers of one server at `now`: its replenishment if due, then its throttle if its
+    /// budget is exhausted.
+    fn fire_server(&mut self, i: usize, now: Nanos) {
+        let s = &mut self.servers[i];
+        let (throttled, st) = (s.throttled, s.st);
+        self.fire_server_timers(i, now);
+        let s = &self.servers[i];
+        if s.throttled != throttled || s.st != st {
+            self.touch(i);
+        }
+    }
+
+    fn fire_server_timers(&mut self, i: usize, now: Nanos) {
+        let s = &mut self.servers[i];
+        if s.throttled && s.replenish_at <= now {
+            s.throttled = false;
+            self.dirty = true;
+            // A timer fired more than a period late: its replenished deadline has passed
+            // too, so the server restarts from now (rule `cbs_unthrottle`).
+            s.st = cbs_unthrottle(s.st, s.params, now);
+            if self.opts.record_events {
+                self.events.push_back(Event::Replenished {
+                    at: now,
+                    server: ServerId(i as u32),
+                });
             }
         }
-        self.next_replenish = next_replenish;
+        if !s.throttled && cbs_exhausted(s.st) {
+            let (st, until) = cbs_throttle(s.st, s.params, now);
+            s.st = st;
+            s.throttles += 1;
+            self.dirty = true;
+            if let Some(u) = until {
+                s.throttled = true;
+                s.replenish_at = u;
+            }
+            if self.opts.record_events {
+                let server = ServerId(i as u32);
+                self.events.push_back(Event::Throttled {
+                    at: now,
+                    server,
+                    until: until.unwrap_or(now),
+                });
+                if until.is_none() {
+                    self.events
+                        .push_back(Event::Replenished { at: now, server });
+                }
+            }
+        }
     }
 
     fn compute_next_timer(&self) -> Option<Nanos> {
@@ -629,6 +776,12 @@ impl Scheduler {
     /// What runs on `cpu` after the last [`Scheduler::advance`].
     pub fn running(&self, cpu: u32) -> Option<Running> {
         self.cpu_idx(cpu).and_then(|i| self.cpus[i].running)
+    }
+
+    /// A counter that changes whenever what runs on some CPU changes: a driver that saw the
+    /// same value before can skip reading every CPU's [`Scheduler::running_at`] again.
+    pub fn dispatch_generation(&self) -> u64 {
+        self.dispatch_gen
     }
 
     /// What runs on the CPU at position `idx` of [`Scheduler::cpus`] (fast path for drivers).
@@ -783,9 +936,37 @@ impl Scheduler {
 
     /// Recomputes every CPU's decision at `now`.
     fn decide(&mut self, now: Nanos) {
-        // 1. Which servers have work; tentative wake-up rule for those that were idle.
+        self.fired = false;
+        // 1. Which servers have work; tentative wake-up rule for those that were idle. Only the
+        // servers whose work or throttle changed since the last decision (`touched`) and those
+        // it excluded (their wake-up rule depends on the time) can differ from what the last
+        // decision left: every other server kept its work and throttle, is not excluded, and is
+        // backlogged if eligible (so its tentative state is its state, whose deadline only
+        // changes with a timer, which touches it). The commit (5.) has the same property plus
+        // the servers this decision excludes.
+        let mut set = std::mem::take(&mut self.scratch_set);
+        set.clear();
+        if self.all_touched {
+            set.extend((0..self.servers.len()).map(|i| ServerId(i as u32)));
+            for s in self.servers.iter_mut() {
+                s.touched = false;
+            }
+        } else {
+            set.append(&mut self.touched);
+            for &s in &self.excluded_last {
+                if !self.servers[s.index()].touched {
+                    set.push(s);
+                }
+            }
+            for &s in &set {
+                self.servers[s.index()].touched = false;
+            }
+        }
+        self.touched.clear();
+        self.all_touched = false;
         let (boxes, tasks) = (&self.boxes, &self.tasks);
-        for s in self.servers.iter_mut() {
+        for &id in &set {
+            let s = &mut self.servers[id.index()];
             let has_work = server_has_work(s, boxes, tasks);
             s.has_work = has_work;
             s.excluded = false;
@@ -795,6 +976,24 @@ impl Scheduler {
             } else {
                 s.st
             };
+        }
+        #[cfg(debug_assertions)]
+        for s in &self.servers {
+            let has_work = server_has_work(s, boxes, tasks);
+            debug_assert_eq!(s.has_work, has_work, "stale work of an untouched server");
+            debug_assert!(!s.excluded, "an untouched server kept an exclusion");
+            debug_assert_eq!(s.eligible, has_work && !s.throttled, "stale eligibility");
+            if s.eligible {
+                let tent = if s.backlogged {
+                    s.st
+                } else {
+                    cbs_wakeup(s.st, s.params, now)
+                };
+                debug_assert_eq!(s.tent.deadline, tent.deadline, "stale tentative deadline");
+                if !s.backlogged {
+                    debug_assert_eq!(s.tent, tent, "stale wake-up of an untouched server");
+                }
+            }
         }
         for b in 0..self.boxes.len() {
             if !self.boxes[b].sorted {
@@ -811,22 +1010,37 @@ impl Scheduler {
         for b in 0..self.boxes.len() {
             self.boxes[b].won.clear();
         }
+        for &id in &set {
+            let c = self.servers[id.index()].cpu_idx;
+            self.cpus[c].stale = true;
+        }
         for c in 0..self.cpus.len() {
-            let w = self.edf_winner(c);
+            if self.cpus[c].stale {
+                self.cpus[c].winner0 = self.edf_winner(c);
+                self.cpus[c].stale = false;
+            }
+            let w = self.cpus[c].winner0;
+            debug_assert_eq!(w, self.edf_winner(c), "stale EDF winner");
             self.cpus[c].winner = w;
             self.note_winner(w);
         }
         let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
+        self.excluded_last.clear();
         loop {
             trimmed.clear();
             for b in 0..self.boxes.len() {
-                if self.boxes[b].placement == Placement::Global && !self.boxes[b].ready.is_empty() {
+                // Only a box that won more vCPUs than it has ready members has any to give up
+                // (a box with none ready has no eligible server, so it won none).
+                let bx = &self.boxes[b];
+                if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
                     self.trim_surplus(b, &mut trimmed);
                 }
             }
             if trimmed.is_empty() {
                 break;
             }
+            set.extend_from_slice(&trimmed);
+            self.excluded_last.extend_from_slice(&trimmed);
             for &s in &trimmed {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
@@ -866,22 +1080,38 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        for (i, s) in self.servers.iter_mut().enumerate() {
+        // In id order, so that the events come out as from a pass over every server.
+        set.sort_unstable();
+        set.dedup();
+        for &id in &set {
+            let s = &mut self.servers[id.index()];
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
             if active && !s.backlogged {
                 if self.opts.record_events && s.tent.deadline != s.st.deadline {
                     self.events.push_back(Event::Renewed {
                         at: now,
-                        server: ServerId(i as u32),
+                        server: id,
                     });
                 }
                 s.st = s.tent;
+                if cbs_exhausted(s.st) {
+                    self.scan_all = true;
+                }
             }
             s.backlogged = active || (s.throttled && has_work);
-            if check && active {
-                let c = &mut self.cpus[s.cpu_idx];
-                c.active_bw = c.active_bw + s.bw;
+        }
+        self.scratch_set = set;
+        if check {
+            for s in &self.servers {
+                debug_assert!(
+                    s.backlogged == ((s.eligible && !s.excluded) || (s.throttled && s.has_work)),
+                    "an uncommitted server"
+                );
+                if s.eligible && !s.excluded {
+                    let c = &mut self.cpus[s.cpu_idx];
+                    c.active_bw = c.active_bw + s.bw;
+                }
             }
         }
         for (c, &new) in new_running.iter().enumerate() {
@@ -913,6 +1143,7 @@ impl Scheduler {
                     });
                 }
                 self.cpus[c].running = new;
+                self.dispatch_gen += 1;
             }
         }
         self.scratch_running = new_running;
@@ -969,6 +1200,22 @@ impl Scheduler {
     /// that still runs (G-FP invariant of seed 002 section 3.3; migration away from a throttled or
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
+        let bx = &mut self.boxes[b];
+        if bx.placed_valid && bx.won == bx.placed_won {
+            debug_assert!(
+                bx.ready
+                    .iter()
+                    .take(bx.won.len())
+                    .all(|t| self.tasks[t.index()]
+                        .placed
+                        .is_some_and(|s| bx.won.contains(&s))),
+                "a skipped placement would have moved a member"
+            );
+            return;
+        }
+        bx.placed_valid = true;
+        bx.placed_won.clear();
+        bx.placed_won.extend_from_slice(&bx.won);
         // No vCPU won: every ready member waits unplaced (and with none ready, nothing to do).
         if self.boxes[b].won.is_empty() {
             let (boxes, tasks) = (&self.boxes, &mut self.tasks);
@@ -1000,11 +1247,20 @@ impl Scheduler {
         for &t in &bx.ready[top..] {
             tasks[t.index()].placed = None;
         }
+        // Each won vCPU hosts at most one of the top members: note it for `server_head`.
+        let servers = &mut self.servers;
+        for &s in &bx.won {
+            servers[s.index()].head = None;
+        }
+        for &t in &bx.ready[..top] {
+            if let Some(s) = tasks[t.index()].placed {
+                servers[s.index()].head = Some(t);
+            }
+        }
         if pending.is_empty() {
             return;
         }
         // Won vCPUs sit on distinct CPUs (one EDF winner per CPU): CPU order is total.
-        let servers = &self.servers;
         free.sort_by_key(|&s| servers[s.index()].cpu_idx);
         for (&t, &s) in pending.iter().zip(free.iter()) {
             let tk = &mut tasks[t.index()];
@@ -1020,6 +1276,7 @@ impl Scheduler {
             }
             tk.placed = Some(s);
             tk.last_placed = Some(s);
+            servers[s.index()].head = Some(t);
         }
     }
 
@@ -1031,11 +1288,17 @@ impl Scheduler {
             Owner::Box(b) => {
                 let bx = &self.boxes[b];
                 match bx.placement {
-                    Placement::Global => bx
-                        .ready
-                        .iter()
-                        .copied()
-                        .find(|t| self.tasks[t.index()].placed == Some(s)),
+                    Placement::Global => {
+                        debug_assert_eq!(
+                            srv.head,
+                            bx.ready
+                                .iter()
+                                .copied()
+                                .find(|t| self.tasks[t.index()].placed == Some(s)),
+                            "stale vCPU head"
+                        );
+                        srv.head
+                    }
                     Placement::Pinned => srv
                         .members
                         .iter()
@@ -1150,7 +1413,9 @@ impl Srv {
             eligible: false,
             excluded: false,
             has_work: false,
+            touched: false,
             tent: st,
+            head: None,
         }
     }
 }

@@ -385,6 +385,8 @@ struct Sim<'a> {
     task_servers: Vec<Vec<usize>>,
     model_events: Vec<ModelEvent>,
     cpu_ids: Vec<u32>,
+    /// The model's dispatch generation at the last `observe`.
+    seen_generation: Option<u64>,
 }
 
 impl<'a> Sim<'a> {
@@ -505,6 +507,7 @@ impl<'a> Sim<'a> {
             task_servers,
             model_events: Vec::new(),
             cpu_ids,
+            seen_generation: None,
         }
     }
 
@@ -608,6 +611,12 @@ impl<'a> Sim<'a> {
 
     /// Notes what runs now on every CPU: segments, preemptions, migrations, supply.
     fn observe(&mut self) {
+        // Nothing changed on any CPU since the last look: nothing to note.
+        let generation = self.model.dispatch_generation();
+        if generation.is_some() && generation == self.seen_generation {
+            return;
+        }
+        self.seen_generation = generation;
         for c in 0..self.running.len() {
             let new = self.model.running(c);
             let old = self.running[c];

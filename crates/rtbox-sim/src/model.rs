@@ -37,6 +37,11 @@ pub trait Model {
     fn next_timer(&self) -> Option<Nanos>;
     /// (task, server) running on the CPU at index `cpu`.
     fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)>;
+    /// A value that changes whenever [`Model::running`] changes on some CPU, if the model
+    /// keeps one: the simulator skips looking at every CPU when it is the same as before.
+    fn dispatch_generation(&self) -> Option<u64> {
+        None
+    }
     fn servers(&self) -> Vec<ServerDesc>;
     /// The server a task is bound to for good (a member of a pinned box, by the scheduler's own
     /// placement), as an index into [`Model::servers`]; `None` when it may move or has none.
@@ -114,6 +119,9 @@ impl Model for RtboxModel {
     }
     fn next_timer(&self) -> Option<Nanos> {
         self.sched.next_timer()
+    }
+    fn dispatch_generation(&self) -> Option<u64> {
+        Some(self.sched.dispatch_generation())
     }
     fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)> {
         // Task ids are dense and registered in system order.

@@ -99,6 +99,7 @@ impl Scheduler {
             });
         }
         self.dirty = true;
+        self.all_touched = true;
         Ok(to)
     }
 }

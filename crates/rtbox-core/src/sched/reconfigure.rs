@@ -67,6 +67,8 @@ impl Scheduler {
         self.carry_running(&mut next, &server_map);
         next.now = now;
         next.seq = self.seq;
+        // What runs may have changed: a driver comparing generations must look again.
+        next.dispatch_gen = self.dispatch_gen + 1;
         // A cut budget may be exhausted already: throttle it before deciding.
         next.timers_due = true;
         let removed = (0..self.servers.len())
