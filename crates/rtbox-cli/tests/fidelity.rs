@@ -47,6 +47,11 @@ fn analysis_sized_boxes_meet_every_deadline_outside_machine_stalls() {
             o.own_misses(),
             o.canary_worst as f64 / 1e6
         );
+        assert!(
+            o.stop_hung.is_none(),
+            "set {}: the daemon's stop did not finish",
+            set.index
+        );
         for t in &o.tasks {
             assert!(
                 t.jobs >= 10,

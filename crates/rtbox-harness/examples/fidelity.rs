@@ -38,7 +38,10 @@ fn main() {
         let set = match size(i, draw(seed, i), margin) {
             Ok(s) => s,
             Err(why) => {
-                println!("| {i} | not sized: {why} |");
+                println!(
+                    "| {i} | {} | not sized: {why} |",
+                    fidelity::Kind::of(i).name()
+                );
                 continue;
             }
         };
@@ -67,10 +70,11 @@ fn main() {
                     })
                     .collect();
                 println!(
-                    "| {i} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {} | {} |",
+                    "| {i} | {} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {} | {} |",
+                    set.kind.name(),
                     set.tasks.len(),
                     set.utilization(),
-                    set.interface.trim_start_matches("interface.bdm = "),
+                    set.interface,
                     o.jobs(),
                     o.misses(),
                     o.own_misses(),
@@ -82,8 +86,14 @@ fn main() {
                     sim_misses,
                     own.join(" ")
                 );
+                if o.stop_hung.is_some() {
+                    println!(
+                        "| {i} | {} | the daemon's stop did not finish in 10 s (its threads on stderr) |",
+                        set.kind.name()
+                    );
+                }
             }
-            Err(e) => println!("| {i} | run failed: {e} |"),
+            Err(e) => println!("| {i} | {} | run failed: {e} |", set.kind.name()),
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
