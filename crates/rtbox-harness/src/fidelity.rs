@@ -275,6 +275,13 @@ pub fn size_kind(
         summary.push(format!("{} {:.3}", b.name, alpha));
     }
     let config = boxes_text(&boxes, &interfaces);
+    // Together: the loop polls at the shortest server period of all boxes, which every CPU
+    // pays (a pinned set's small second box made the daemon refuse a set each box passed).
+    let system = rtbox_config::parse_str(&config).map_err(|e| e.to_string())?;
+    let admission = rtbox_model::admit_with_loop(&system, rtbox_model::LoopCost::DEFAULT);
+    if let Some(r) = admission.refusals.first() {
+        return Err(format!("{}: not admitted together: {r}", summary.join(", ")));
+    }
     let tasks = boxes.iter().flat_map(|b| b.tasks.clone()).collect();
     Ok(SizedSet {
         index,
