@@ -160,6 +160,9 @@ fn watch(s: &Shared, clock: CpuClock, loop_tid: i32) {
             s.caught.fetch_add(1, Ordering::SeqCst);
         }
         if let Some(attr) = lowered_to(windows) {
+            // Flagged before and after: a beat between the two takes its priority back early
+            // (harmless), and a lowering is never left unflagged.
+            s.lowered.store(true, Ordering::SeqCst);
             let _ = sched::set_attr(loop_tid, &attr);
             s.lowered.store(true, Ordering::SeqCst);
         }

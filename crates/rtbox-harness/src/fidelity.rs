@@ -280,7 +280,10 @@ pub fn size_kind(
     let system = rtbox_config::parse_str(&config).map_err(|e| e.to_string())?;
     let admission = rtbox_model::admit_with_loop(&system, rtbox_model::LoopCost::DEFAULT);
     if let Some(r) = admission.refusals.first() {
-        return Err(format!("{}: not admitted together: {r}", summary.join(", ")));
+        return Err(format!(
+            "{}: not admitted together: {r}",
+            summary.join(", ")
+        ));
     }
     let tasks = boxes.iter().flat_map(|b| b.tasks.clone()).collect();
     Ok(SizedSet {
