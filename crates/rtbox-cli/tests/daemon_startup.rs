@@ -69,8 +69,15 @@ wcet = "6339us"
 period = "50ms"
 "#;
 
+/// rt-app's jobs run this share of their WCETs. The box has no margin, and rt-app's "run" is a
+/// count of loops calibrated on a quiet CPU: beside unmanaged load its jobs used 1.2-1.6 times
+/// their calibrated CPU time (the fidelity experiment's CPU / WCET column), and a job longer than
+/// its WCET is outside what the analysis promises. At 62 % a job stays within its WCET up to a
+/// 1.6-fold slowdown; the run prints the CPU it used against the WCETs, which must stay <= 1.
+const WORK_PCT: u64 = 62;
+
 #[test]
-#[ignore = "fails on this machine at load average ~17: the issue's box has no WCET margin and rt-app's calibrated jobs used ~1.3-1.6x their WCET beside unmanaged load (fidelity harness, CPU / WCET column), so t3 starves at hyperperiods (39 misses outside stalls in 4 s, 25 November). Start-up placement itself is fixed (examples/placement.rs). Run with --ignored"]
+#[ignore = "not yet reliable on a busy machine: 5 runs of 15 s (rt-app work 62 % of WCET, 25 November, 5 helpers compiling): 3 with 0 misses outside stalls, 2 with 5 and 12 (t3, at 3.7-14.4 s, none in the first 3.7 s: the start-up transient is gone) beside 315-327 canary wake-ups > 2 ms per run; the box has no margin and the classification counts only stalls inside the job's window. Run with --ignored (RTBOX_STARTUP_SECS=15)"]
 fn every_member_meets_its_deadlines_from_the_first_job() {
     let name = "every_member_meets_its_deadlines_from_the_first_job";
     if !root_or_skip(name, "runs the real daemon and rt-app") {
@@ -84,9 +91,12 @@ fn every_member_meets_its_deadlines_from_the_first_job() {
     let system = rtbox_config::parse_str(CONFIG).expect("the issue's configuration");
     let set = SizedSet {
         index: 0,
+        kind: fidelity::Kind::Global,
         tasks: system.tasks_of("A").cloned().collect(),
         margin_pct: 0,
-        interface: "interface.bdm = { alpha = 0.83, delta = \"5ms\" }".into(),
+        work_pct: WORK_PCT,
+        interface: "A 0.830".into(),
+        boxes: vec!["A".into()],
         config: CONFIG.to_string(),
     };
     let dir = fidelity::scratch("startup", 0);
@@ -129,14 +139,16 @@ fn every_member_meets_its_deadlines_from_the_first_job() {
         .collect();
     eprintln!(
         "{name}: {} jobs, {} misses, {} outside machine stalls {:?} (task, (job start us, lateness ns)); \
-         canary worst {:.1} ms, {} wake-ups > 2 ms; calibration {cal} ns/loop",
+         canary worst {:.1} ms, {} wake-ups > 2 ms; calibration {cal} ns/loop; CPU / WCET {:.2}",
         o.jobs(),
         o.misses(),
         own.len(),
         own,
         o.canary_worst as f64 / 1e6,
-        o.stalls
+        o.stalls,
+        o.cpu_over_wcet
     );
+    assert!(o.stop_hung.is_none(), "the daemon's stop did not finish");
     for t in &o.tasks {
         assert!(
             t.jobs >= 10 * secs,

@@ -1,5 +1,6 @@
 //! Fidelity on the real kernel, short CI variant of experiments/fidelity.sh: the first three
-//! random periodic task sets that rtbox's synthesis can size (seed 2026, WCET margin 60 %),
+//! random periodic task sets that rtbox's synthesis can size (seed 2026, WCET margin 25 %, one
+//! of each kind of box: global FIFO, pinned FIFO, global EDF),
 //! each admitted by the real daemon and run with rt-app for 3 s inside its box; a SCHED_FIFO
 //! 99 canary per CPU tells machine stalls apart. Assertion: no deadline miss outside a stall
 //! (`rtbox_harness::fidelity::during_stall`), and every task ran jobs. Needs root and rt-app
@@ -27,8 +28,12 @@ fn analysis_sized_boxes_meet_every_deadline_outside_machine_stalls() {
     std::fs::create_dir_all(&dir).unwrap();
     let cal = calibrate(&dir).expect("rt-app calibration");
     let _ = std::fs::remove_dir_all(&dir);
+    // Margin 25 %, rt-app asked for 62 % of each WCET (its loops run up to 1.6-2 times slower
+    // beside load), as in the experiment: the first three sets are one of each kind (global
+    // FIFO, pinned FIFO, global EDF).
     let sets: Vec<_> = (0..20)
-        .filter_map(|i| size(i, draw(2026, i), 60).ok())
+        .filter_map(|i| size(i, draw(2026, i), 25).ok())
+        .map(|s| fidelity::SizedSet { work_pct: 62, ..s })
         .take(3)
         .collect();
     assert_eq!(sets.len(), 3, "three sizable sets among the first 20");
@@ -46,6 +51,11 @@ fn analysis_sized_boxes_meet_every_deadline_outside_machine_stalls() {
             o.misses(),
             o.own_misses(),
             o.canary_worst as f64 / 1e6
+        );
+        assert!(
+            o.stop_hung.is_none(),
+            "set {}: the daemon's stop did not finish",
+            set.index
         );
         for t in &o.tasks {
             assert!(

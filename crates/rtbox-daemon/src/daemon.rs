@@ -432,9 +432,12 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
             source,
         })?;
     // The loop thread runs above every member (RESET_ON_FORK: nothing inherits it).
+    let normal = sched::get_attr(0).unwrap_or(SchedAttr::other(0));
     if let Err(e) = sched::set_attr(0, &SchedAttr::fifo(LOOP_PRIO)) {
         tracing::warn!(priority = LOOP_PRIO, error = %e, "cannot raise the loop to SCHED_FIFO");
     }
+    // Lowers the loop while it spins in the kernel on a thread below it (see spinguard.rs).
+    let spin = crate::spinguard::SpinGuard::start(SchedAttr::fifo(LOOP_PRIO));
     tracing::info!(
         socket = %cfg.socket.display(),
         layout = ?rt.layout.kind,
@@ -442,6 +445,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         "listening"
     );
     while !stop.load(Ordering::SeqCst) {
+        if let Some(g) = &spin {
+            g.beat();
+        }
         if reload.swap(false, Ordering::SeqCst) {
             on_reload(
                 &mut rt,
@@ -471,6 +477,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         rt.wait_until(rt.to_monotonic(next));
     }
     tracing::info!("stopping: restoring every managed thread");
+    drop(spin);
+    rt.unpin_loop();
+    crate::stopping::leave_realtime(&normal);
     rt.shutdown();
     // Commands the config started are the daemon's: restored above, then terminated.
     start::stop_commands(&mut members.commands);

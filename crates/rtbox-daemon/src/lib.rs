@@ -19,8 +19,10 @@ pub mod metricshttp;
 pub mod ocihook;
 pub mod protocol;
 pub mod runtime;
+pub mod spinguard;
 pub mod start;
 pub mod status;
+pub mod stopping;
 
 pub use daemon::{run, DaemonConfig, DaemonError, ReloadError, UserError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, Target, LOOP_PRIO, PRIO_HI, PRIO_LO};

@@ -1,5 +1,5 @@
 //! Fidelity of analysis-sized boxes on the real kernel (see `rtbox_harness::fidelity`):
-//! `fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED]` runs sets FIRST..FIRST+COUNT
+//! `fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED] [WORK_PCT]` runs sets FIRST..FIRST+COUNT
 //! for SECS seconds each and prints one table row per set, the simulator's figures beside the
 //! real ones. Takes the machine-wide real-runtime lock for the whole chunk. Needs root and
 //! rt-app; experiments/fidelity.sh runs it in chunks beside unmanaged load.
@@ -11,7 +11,7 @@ use rtbox_harness::fidelity::{self, calibrate, draw, rt_app_present, run, simula
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED]");
+        eprintln!("usage: fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED] [WORK_PCT]");
         std::process::exit(2);
     }
     if !rtbox_linux::is_root() || !rt_app_present() {
@@ -21,7 +21,7 @@ fn main() {
     let rtbox = PathBuf::from(&a[1]);
     let num = |i: usize, d: u64| a.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (first, count, secs) = (num(2, 0), num(3, 20), num(4, 4));
-    let (margin, seed) = (num(5, 60), num(6, 2026));
+    let (margin, seed, work) = (num(5, 60), num(6, 2026), num(7, 100));
     let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
     let cal_dir = fidelity::scratch("cal", first);
     std::fs::create_dir_all(&cal_dir).unwrap();
@@ -31,14 +31,20 @@ fn main() {
     };
     let _ = std::fs::remove_dir_all(&cal_dir);
     println!(
-        "# seed {seed}, sets {first}..{}, {secs} s each, WCET margin {margin} %, rt-app calibration {cal} ns/loop",
+        "# seed {seed}, sets {first}..{}, {secs} s each, WCET margin {margin} %, rt-app work {work} % of WCET, rt-app calibration {cal} ns/loop",
         first + count
     );
     for i in first..first + count {
         let set = match size(i, draw(seed, i), margin) {
-            Ok(s) => s,
+            Ok(s) => fidelity::SizedSet {
+                work_pct: work,
+                ..s
+            },
             Err(why) => {
-                println!("| {i} | not sized: {why} |");
+                println!(
+                    "| {i} | {} | not sized: {why} |",
+                    fidelity::Kind::of(i).name()
+                );
                 continue;
             }
         };
@@ -67,10 +73,11 @@ fn main() {
                     })
                     .collect();
                 println!(
-                    "| {i} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {} | {} |",
+                    "| {i} | {} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {} | {} |",
+                    set.kind.name(),
                     set.tasks.len(),
                     set.utilization(),
-                    set.interface.trim_start_matches("interface.bdm = "),
+                    set.interface,
                     o.jobs(),
                     o.misses(),
                     o.own_misses(),
@@ -82,8 +89,14 @@ fn main() {
                     sim_misses,
                     own.join(" ")
                 );
+                if o.stop_hung.is_some() {
+                    println!(
+                        "| {i} | {} | the daemon's stop did not finish in 10 s (its threads on stderr) |",
+                        set.kind.name()
+                    );
+                }
             }
-            Err(e) => println!("| {i} | run failed: {e} |"),
+            Err(e) => println!("| {i} | {} | run failed: {e} |", set.kind.name()),
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -9,6 +9,7 @@
 
 pub mod fidelity;
 pub mod hcbs;
+pub mod stopwatch;
 
 use std::process::{Child, Command, Stdio};
 

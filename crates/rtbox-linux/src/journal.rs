@@ -77,7 +77,23 @@ impl JournalState {
         for snap in self.threads.values() {
             sched_done.push(snap.restore_sched());
         }
-        for (tid, group) in &self.groups {
+        // A thread that just exited is still linked to its group for a moment (the kernel
+        // refuses the removal, EBUSY): retried, with sleeps, for up to a second (measured: the
+        // stops right after rt-app's exit left 2 empty groups behind in 15 stops without the
+        // retries).
+        let mut left: Vec<(&i32, &String)> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| stopgroup::remove(&self.layout, g).is_err())
+            .collect();
+        for _ in 0..GROUP_RETRIES {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            left.retain(|(_, g)| stopgroup::remove(&self.layout, g).is_err());
+        }
+        for (tid, group) in left {
             if let Err(e) = stopgroup::remove(&self.layout, group) {
                 rep.errors
                     .push(format!("thread {tid}: stop group {group}: {e}"));
@@ -115,6 +131,9 @@ impl JournalState {
         rep
     }
 }
+
+/// Retries of a stop group's removal at restore, 20 ms apart.
+const GROUP_RETRIES: usize = 50;
 
 /// The state file on disk.
 #[derive(Debug, Clone)]

@@ -24,6 +24,7 @@
 
 pub mod cgroup;
 pub mod child;
+pub mod cpuclock;
 pub mod error;
 pub mod fdwait;
 pub mod gated;
