@@ -293,9 +293,10 @@ pub fn sweep_stale(layout: &Layout) -> usize {
     n
 }
 
-/// Remove `<v2>/rtbox` if empty (best effort).
+/// Remove `<v2>/rtbox` if empty (best effort), and stop groups whose thread is gone.
 pub fn remove_rtbox_root(layout: &Layout) {
     sweep_stale(layout);
+    crate::stopgroup::sweep_orphans(layout);
     if let Some(v2) = &layout.v2 {
         let _ = fs::remove_dir(v2.join("rtbox"));
     }

@@ -176,6 +176,46 @@ pub fn remove(layout: &Layout, group: &str) -> Result<(), LinuxError> {
     }
 }
 
+/// Removes stop groups that outlived their thread anywhere in the v2 hierarchy: named like a
+/// stop group, holding no thread, and the thread of that name gone. A daemon that stopped while
+/// the kernel still linked an exiting member to its group (rmdir refused with EBUSY), or one
+/// that was killed before its watchdog ran, leaves such groups; each one keeps its parent a
+/// threaded domain, so the parent cannot get new populated domain children (a container
+/// runtime's next cgroup there would fail). Called at the daemon's start and stop. Returns how
+/// many were removed.
+pub fn sweep_orphans(layout: &Layout) -> usize {
+    let Some(v2) = layout.v2.as_ref() else {
+        return 0;
+    };
+    let mut removed = 0;
+    let mut stack = vec![v2.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        for e in rd.filter_map(|e| e.ok()) {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !is_group_name(&name) {
+                stack.push(e.path());
+                continue;
+            }
+            if is_orphan(&e.path(), &name) && fs::remove_dir(e.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// A stop group no thread needs: empty, and its thread gone (a live thread's group may be
+/// empty for an instant between its creation and the thread's move into it).
+fn is_orphan(dir: &Path, name: &str) -> bool {
+    let tid = &name[PREFIX.len()..];
+    let empty = fs::read_to_string(dir.join("cgroup.threads")).is_ok_and(|t| t.trim().is_empty());
+    empty && !Path::new("/proc").join(tid).exists()
+}
+
 /// The rule membership keeps, checked on two readings of `/proc/PID/cgroup` (before rtbox
 /// touched the thread, and now): every v1 line is unchanged, and the v2 line is the original
 /// cgroup or inside its subtree. The error names the line that breaks it.
@@ -260,6 +300,40 @@ mod tests {
             reason: "no v2".into(),
         };
         assert_eq!(serde_json::to_value(&i).unwrap()["mechanism"], "idle");
+    }
+
+    /// The sweep removes an empty group whose thread is gone and keeps one whose thread lives
+    /// (it may be empty for an instant before its thread moves in).
+    #[test]
+    fn the_sweep_removes_groups_of_gone_threads_only() {
+        if !crate::is_root() {
+            eprintln!("skipped: creating cgroups needs root");
+            return;
+        }
+        let layout = crate::cgroup::detect().unwrap();
+        let Some(v2) = layout.v2.clone() else {
+            eprintln!("skipped: no cgroup v2 hierarchy on this machine");
+            return;
+        };
+        let base = join(&v2, &format!("/rtbox-sweep-test-{}", std::process::id()));
+        fs::create_dir(&base).unwrap();
+        // A tid above every live one: pid_max is at most 2^22.
+        let gone = (4_194_000..4_194_300)
+            .find(|t| !Path::new(&format!("/proc/{t}")).exists())
+            .unwrap();
+        let live = std::process::id();
+        let gone_dir = base.join(format!("{PREFIX}{gone}"));
+        let live_dir = base.join(format!("{PREFIX}{live}"));
+        fs::create_dir(&gone_dir).unwrap();
+        fs::create_dir(&live_dir).unwrap();
+        let removed = sweep_orphans(&layout);
+        let (gone_left, live_left) = (gone_dir.exists(), live_dir.exists());
+        let _ = fs::remove_dir(&gone_dir);
+        let _ = fs::remove_dir(&live_dir);
+        let _ = fs::remove_dir(&base);
+        assert!(!gone_left, "the group of a gone thread stays");
+        assert!(live_left, "the group of a live thread was removed");
+        assert!(removed >= 1);
     }
 
     /// The rules this module relies on, on this kernel (root, cgroup v2): a thread's stop

@@ -326,7 +326,7 @@ impl Runtime {
         };
         tracing::info!(sensor = kind.name(), "sensor");
         let (system, sched) = build(&platform, &specs, loop_cost(&opts, kind), &host.load())?;
-        let swept = cgroup::sweep_stale(&layout);
+        let swept = cgroup::sweep_stale(&layout) + rtbox_linux::stopgroup::sweep_orphans(&layout);
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
         }
