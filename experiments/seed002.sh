@@ -99,7 +99,7 @@ run() {
   local side=$1 bg=$2 out=$3 logs="$DIR/logs-$1-$2"
   rm -rf "$logs"; mkdir -p "$logs"
   workload y1 Y1 "$logs"; workload y2 Y2 "$logs"; workload bg "" "$logs"
-  flock /tmp/rtbox-realtime.lock bash -s "$side" "$bg" "$logs" "$RTBOX" "$DIR" "$CONFIG" "$CPU_CG" "$SENSOR" <<'EOF'
+  if flock /tmp/rtbox-realtime.lock bash -s "$side" "$bg" "$logs" "$RTBOX" "$DIR" "$CONFIG" "$CPU_CG" "$SENSOR" <<'EOF'
 set -euo pipefail
 side=$1 bg=$2 logs=$3 RTBOX=$4 DIR=$5 CONFIG=$6 CPU_CG=$7 SENSOR=$8
 pids=()
@@ -125,7 +125,11 @@ else
     g="$CPU_CG/rtbox-seed002-$name"
     mkdir -p "$g"; groups+=("$g")
     echo "$p" >"$g/cpu.rt_period_us"
-    echo "$q" >"$g/cpu.rt_runtime_us"
+    if ! echo "$q" 2>/dev/null >"$g/cpu.rt_runtime_us"; then
+      held=$(for h in "$CPU_CG"/*/; do r=$(cat "$h/cpu.rt_runtime_us"); [ "$r" != 0 ] && [ "$h" != "$g/" ] && printf '%s=%s/%s ' "$(basename "$h")" "$r" "$(cat "$h/cpu.rt_period_us")"; done)
+      echo "throttling: the kernel refused ${q} us per ${p} us for $name (RT runtime already held by other groups: ${held:-none}); side skipped" >&2
+      exit 1
+    fi
     sh -c 'echo $$ > "$1/cgroup.procs" && exec rt-app "$2"' _ "$g" "$DIR/$(echo "$name" | tr A-Z a-z).json" >/dev/null 2>&1 & pids+=($!)
   done <"$DIR/servers"
 fi
@@ -133,7 +137,7 @@ if [ "$bg" = with ]; then rt-app "$DIR/bg.json" >/dev/null 2>&1 & pids+=($!); fi
 for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
 EOF
-  misses "$logs" >"$out"
+  then misses "$logs" >"$out"; else : >"$out"; fi
 }
 
 CAL=$(calibrate)
