@@ -3,14 +3,20 @@
 # daemon's CPU from its own /proc/PID/task/*/schedstat over SECONDS (default 10), the members'
 # CPU beside it. Then the same 2 ms / 10 ms box on CPUs 0-1 with one busy member and N sleeping
 # member processes. Prints markdown tables. Root; holds the machine-wide realtime lock per run.
-# usage: experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")]
-#        ROWS="3 4" runs only those rows of the first table (1-4; default all).
+# Last, K boxes of 500 us / 50 ms on CPUs 0-1 with one sleeping member each, one busy member in
+# the first.
+# usage: experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")] [BOXES (default "1 10 50")]
+#        ROWS="3 4" runs only those rows of the first table (1-4; default all); "-" skips a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "daemon-cpu: needs root; skipped"; exit 0; fi
 SECS=${1:-10}
 SENSORS=${2:-bpf perf}
 SLEEPERS=${3:-0 50 200 500 1000}
+BOXES=${4:-1 10 50}
+[ "$SLEEPERS" = - ] && SLEEPERS=""
+[ "$BOXES" = - ] && BOXES=""
+[ "${ROWS:-}" = - ] && ROWS=0
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 cargo build --release -q -p rtbox-cli
 RTBOX=$PWD/target/release/rtbox
@@ -19,15 +25,17 @@ SOCK=$DIR/rtbox.sock
 trap 'rm -rf "$DIR"' EXIT
 
 # Sum of the first schedstat field (ns on CPU) of every thread of process $1.
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s}'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
 
-# run SENSOR BOXARGS MEMBERS SLEEPERS: prints "daemon_cpu members_cpu sensor_in_use"
+# run SENSOR BOXARGS MEMBERS SLEEPERS [BOXES]: prints "daemon_cpu members_cpu sensor_in_use".
+# With BOXES > 1 there are boxes B, B2..BBOXES (same arguments), one sleeping member each in
+# B2..BBOXES beside B's members.
 run() {
-  local sensor=$1 boxargs=$2 members=$3 sleepers=$4
+  local sensor=$1 boxargs=$2 members=$3 sleepers=$4 nboxes=${5:-1}
   flock /tmp/rtbox-realtime.lock bash -c '
     set -euo pipefail
-    RTBOX=$1; SOCK=$2; DIR=$3; sensor=$4; boxargs=$5; members=$6; sleepers=$7; SECS=$8
-    cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk "{s += \$1} END {printf \"%d\", s}"; }
+    RTBOX=$1; SOCK=$2; DIR=$3; sensor=$4; boxargs=$5; members=$6; sleepers=$7; SECS=$8; nboxes=$9
+    cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk "{s += \$1} END {printf \"%.0f\", s}"; }
     "$RTBOX" daemon --sensor "$sensor" --socket "$SOCK" --state "$DIR/state.json" --log-level warn 2>"$DIR/daemon.log" &
     d=$!
     for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
@@ -43,13 +51,18 @@ run() {
       sleep 100000 & pids+=($!)
       $RTBOX attach B --pid $! --socket "$SOCK" >/dev/null
     done
+    for k in $(seq 2 "$nboxes"); do
+      $RTBOX box create B$k $boxargs --socket "$SOCK" >/dev/null
+      sleep 100000 & pids+=($!)
+      $RTBOX attach B$k --pid $! --socket "$SOCK" >/dev/null
+    done
     sleep 2
     d0=$(cpu_ns $d); m0=0; for p in "${pids[@]:0:$members}"; do m0=$((m0 + $(cpu_ns $p))); done
     sleep "$SECS"
     d1=$(cpu_ns $d); m1=0; for p in "${pids[@]:0:$members}"; do m1=$((m1 + $(cpu_ns $p))); done
     used=$($RTBOX status --json --socket "$SOCK" | python3 -c "import json,sys; print(json.load(sys.stdin).get(\"sensor\",\"?\"))")
     awk -v d=$((d1 - d0)) -v m=$((m1 - m0)) -v s="$SECS" -v u="$used" "BEGIN {printf \"%.4f %.4f %s\n\", d / s / 1e9, m / s / 1e9, u}"
-  ' _ "$RTBOX" "$SOCK" "$DIR" "$sensor" "$boxargs" "$members" "$sleepers" "$SECS"
+  ' _ "$RTBOX" "$SOCK" "$DIR" "$sensor" "$boxargs" "$members" "$sleepers" "$SECS" "$nboxes"
 }
 
 CASES=(
@@ -83,6 +96,20 @@ for n in $SLEEPERS; do
   printf '| %s |' "$n"
   for s in $SENSORS; do
     read -r dcpu mcpu used < <(run "$s" "--budget 2ms --period 10ms --cpus 0-1" 1 "$n")
+    printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
+  done
+  printf '\n'
+done
+[ -z "$BOXES" ] && exit 0
+echo
+echo "Boxes: K boxes of 500 us / 50 ms on CPUs 0-1, one sleeping member each, one busy member in the first"
+echo
+printf '| K |'; for s in $SENSORS; do printf ' %s daemon CPU (busy member) |' "$s"; done; printf '\n'
+printf '|---|'; for _ in $SENSORS; do printf -- '---|'; done; printf '\n'
+for k in $BOXES; do
+  printf '| %s |' "$k"
+  for s in $SENSORS; do
+    read -r dcpu mcpu used < <(run "$s" "--budget 500us --period 50ms --cpus 0-1" 1 1 "$k")
     printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
   done
   printf '\n'

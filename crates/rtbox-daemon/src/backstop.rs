@@ -43,6 +43,15 @@ pub const SLACK: u64 = 100_000;
 /// a freeze (~35-55 us) stay within 200 us.
 pub const WATCH_SLACK: u64 = 40_000;
 
+/// Budget left below which an owned stop ([`Stop::owned`]) counts as spent. While a member
+/// runs, its BPF figure grows with wall time, and the loop later charges the kernel's figure,
+/// which leaves out steal and interrupts: a few microseconds less. Waiting for such a rest
+/// re-armed the backstop every few microseconds (the thawed member often had not run yet), and
+/// the loop thawed the member again for the rest the kernel still showed, stepping every
+/// ~100 us until the period ended (measured, 2 ms / 10 ms box). The loop settles such a rest
+/// the same way (`Runtime::settle_owned`).
+pub const STOP_GRAIN: u64 = 20_000;
+
 /// A member as the backstop knows it.
 #[derive(Debug, Clone)]
 pub struct Handle {
@@ -61,11 +70,26 @@ pub struct Handle {
 #[derive(Debug, Clone)]
 pub struct Stop {
     pub at: u64,
+    /// How long past `at` the backstop acts: [`SLACK`] while it only guards the loop's own
+    /// stop, 0 where the stop is the backstop's ([`Stop::owned`]).
+    pub slack: u64,
     pub budget: u64,
     pub members: Vec<Handle>,
 }
 
 impl Stop {
+    /// A stop the backstop owns: it acts at `at` itself, and the loop steps only after it
+    /// (with the BPF sensor, the members' clocks cost a memory read, so the check at the
+    /// exhaustion is cheap; see `runtime::wakeup::owned_stop`).
+    pub fn owned(&self) -> bool {
+        self.slack == 0
+    }
+
+    /// When the backstop acts on this stop.
+    fn due(&self) -> u64 {
+        self.at + self.slack
+    }
+
     /// Budget left now by the members' clocks (0 when spent; an unreadable clock counts as
     /// spent).
     fn left(&self) -> u64 {
@@ -149,11 +173,14 @@ impl Backstop {
             timers: Vec::new(),
             threads: Vec::new(),
         };
+        for _ in cpus {
+            b.timers.push(Arc::new(TimerFd::new()?));
+        }
+        let timers: Arc<Vec<Arc<TimerFd>>> = Arc::new(b.timers.clone());
         for (i, &cpu) in cpus.iter().enumerate() {
-            let timer = Arc::new(TimerFd::new()?);
             let kick = Arc::new(EventFd::new()?);
             let (shared, kicked, wake) = (b.shared.clone(), kick.clone(), b.wake.clone());
-            b.timers.push(timer.clone());
+            let timers = timers.clone();
             let (tx, rx) = std::sync::mpsc::channel();
             let h = std::thread::Builder::new()
                 .name(format!("rtbox-backstop{cpu}"))
@@ -162,7 +189,7 @@ impl Backstop {
                     let ok = sched::set_affinity(tid, &[cpu])
                         .and_then(|_| sched::set_attr(tid, &SchedAttr::fifo(BACKSTOP_PRIO)));
                     let _ = tx.send(ok);
-                    watch(i, &shared, &timer, &kicked, &wake);
+                    watch(i, &shared, &timers, &kicked, &wake);
                 })
                 .map_err(|e| LinuxError::Invalid(format!("backstop thread: {e}")))?;
             b.kicks.push(kick);
@@ -194,7 +221,7 @@ impl Backstop {
         // re-arm now; one set for earlier wakes anyway, finds nothing due and re-arms itself.
         let here = sched::current_cpu();
         for i in 0..g.plans.len() {
-            let at = g.plans[i].iter().map(|s| s.at + SLACK).min().unwrap_or(0);
+            let at = g.plans[i].iter().map(Stop::due).min().unwrap_or(0);
             if Some(self.cpus[i]) == here {
                 if at != g.armed[i] {
                     arm(&self.timers[i], at);
@@ -248,7 +275,14 @@ impl Backstop {
 
 /// A backstop thread: sleep on its timer (armed from here, so it fires on this CPU) or a kick;
 /// stop every planned group that is due, then re-arm for the next one.
-fn watch(i: usize, shared: &PiMutex<Shared>, timer: &TimerFd, kicked: &EventFd, wake: &EventFd) {
+fn watch(
+    i: usize,
+    shared: &PiMutex<Shared>,
+    timers: &[Arc<TimerFd>],
+    kicked: &EventFd,
+    wake: &EventFd,
+) {
+    let timer = &*timers[i];
     loop {
         if fdwait::wait_readable(&[timer.as_fd(), kicked.as_fd()], None).is_err() {
             return;
@@ -269,25 +303,27 @@ fn watch(i: usize, shared: &PiMutex<Shared>, timer: &TimerFd, kicked: &EventFd, 
         let mut k = 0;
         while k < g.plans[i].len() {
             let stop = &mut g.plans[i][k];
-            if stop.at + SLACK > now {
+            if stop.due() > now {
                 k += 1;
                 continue;
             }
             let left = stop.left();
-            if left > 0 {
+            if left > 0 && !(stop.owned() && left < STOP_GRAIN) {
                 // Not spent: preempted meanwhile. It cannot be spent before `left` from now.
-                stop.at = (now + left).saturating_sub(SLACK).max(now + 1);
+                stop.at = (now + left).saturating_sub(stop.slack).max(now + 1);
                 k += 1;
                 continue;
             }
             let s = g.plans[i].remove(k);
             for h in s.members {
+                // The block and the thaw's wake-up are the runtime's own doing: no sensor event.
+                h.clock.quiet();
                 if cgroup::freeze_write(&h.freeze, true).is_ok() {
                     froze.push(h.tid);
                 }
             }
         }
-        let next = g.plans[i].iter().map(|s| s.at + SLACK).min().unwrap_or(0);
+        let next = g.plans[i].iter().map(Stop::due).min().unwrap_or(0);
         if next != g.armed[i] {
             arm(timer, next);
             g.armed[i] = next;
@@ -295,10 +331,17 @@ fn watch(i: usize, shared: &PiMutex<Shared>, timer: &TimerFd, kicked: &EventFd, 
         if froze.is_empty() {
             continue;
         }
-        // The same members may be watched from other CPUs too: those copies are done.
-        for (j, plan) in g.plans.iter_mut().enumerate() {
+        // The same members may be watched from other CPUs too: those copies are done. A CPU
+        // left with nothing to watch has its timer disarmed from here (disarming, unlike
+        // arming, may be done from any CPU), so it does not wake for nothing.
+        let sh = &mut *g;
+        for (j, plan) in sh.plans.iter_mut().enumerate() {
             if j != i {
                 plan.retain(|s| !s.members.iter().any(|h| froze.contains(&h.tid)));
+                if plan.is_empty() && sh.armed[j] != 0 {
+                    arm(&timers[j], 0);
+                    sh.armed[j] = 0;
+                }
             }
         }
         g.fired += 1;
@@ -352,6 +395,7 @@ mod tests {
         let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
         let stop = |budget: u64| Stop {
             at: rtbox_linux::monotonic_ns() + 2_000_000,
+            slack: SLACK,
             budget,
             members: vec![Handle {
                 tid: 4242,
@@ -425,6 +469,7 @@ mod tests {
         let at = rtbox_linux::monotonic_ns() + 2_000_000;
         let stop = |tid: i32, f: &Arc<File>, budget: u64| Stop {
             at,
+            slack: SLACK,
             budget,
             members: vec![Handle {
                 tid,

@@ -54,7 +54,9 @@ pub struct Planned<H> {
 /// - a hard-mode server whose members all read as blocked may still run (a thread the
 ///   backstop froze reads as sleeping until the loop sees its report; a thread may wake
 ///   between two polls) and spend its whole budget from now: it stops then. Measured without
-///   this: a member thawed while its server looked idle ran 1.04 ms unplanned;
+///   this: a member thawed while its server looked idle ran 1.04 ms unplanned. Only with
+///   `idle_stops`: with the BPF sensor a member's wake-up on an idle server wakes the loop,
+///   which plans it then, and such stops woke the backstop every budget for nothing;
 /// - every CPU also watches the other CPUs' stops, [`backstop::WATCH_SLACK`] later: a vCPU
 ///   whose timer interrupt the host delivers late runs its member on while its own backstop
 ///   (and the loop, if there) sleep; measured: 300 us late wake-ups of both, and 340 us run.
@@ -62,6 +64,7 @@ pub fn plan<H: Clone>(
     now: Nanos,
     exhaustion: &BTreeMap<u32, Vec<(ServerId, Nanos)>>,
     mut by_server: BTreeMap<ServerId, ServerMembers<H>>,
+    idle_stops: bool,
     server: impl Fn(ServerId) -> PlanServer,
 ) -> Vec<(u32, Vec<Planned<H>>)> {
     let left = |info: &PlanServer| u64::try_from(info.runtime.max(0)).unwrap_or(0);
@@ -83,7 +86,7 @@ pub fn plan<H: Clone>(
         }
         plans.push((cpu, stops));
     }
-    for (s, m) in by_server {
+    for (s, m) in by_server.into_iter().filter(|_| idle_stops) {
         let info = server(s);
         if info.throttled || !info.hard {
             continue;
@@ -164,12 +167,15 @@ impl Guard {
     }
 
     /// Publishes the plans (`epoch`: CLOCK_MONOTONIC at core time 0); returns the members the
-    /// last plans stopped meanwhile.
+    /// last plans stopped meanwhile. `owned`: the backstop takes every stop at its planned time
+    /// ([`Stop::owned`]; with the BPF sensor), else only [`backstop::SLACK`] after it, when the
+    /// loop was late.
     pub fn publish(
         &mut self,
         now: Nanos,
         epoch: u64,
         plans: Vec<(u32, Vec<Planned<Handle>>)>,
+        owned: bool,
     ) -> Vec<i32> {
         let Some(b) = self.backstop.as_mut() else {
             return Vec::new();
@@ -181,6 +187,7 @@ impl Guard {
                     .into_iter()
                     .map(|p| Stop {
                         at: epoch + p.at,
+                        slack: if owned { 0 } else { backstop::SLACK },
                         budget: p.budget,
                         members: p.members,
                     })
@@ -298,7 +305,7 @@ mod tests {
             1 => info(0, 300_000, true),
             _ => info(0, 100_000, false),
         };
-        let p = plan(1_000 * US, &exhaustion, by, servers);
+        let p = plan(1_000 * US, &exhaustion, by, true, servers);
         assert_eq!(
             p,
             vec![(
@@ -328,7 +335,7 @@ mod tests {
             (ServerId(1), members(true, &[11])),
         ]);
         let servers = |s: ServerId| info(s.0, 200_000 * (1 + i64::from(s.0)), true);
-        let p = plan(0, &exhaustion, by, servers);
+        let p = plan(0, &exhaustion, by, true, servers);
         let cpu0 = &p[0].1;
         let cpu1 = &p[1].1;
         // Server 0 (blocked) is still stopped after its whole budget from now.
@@ -354,6 +361,6 @@ mod tests {
             throttled: s.0 == 0,
             hard: s.0 == 0,
         };
-        assert_eq!(plan(0, &exhaustion, by, servers), vec![(0, vec![])]);
+        assert_eq!(plan(0, &exhaustion, by, true, servers), vec![(0, vec![])]);
     }
 }

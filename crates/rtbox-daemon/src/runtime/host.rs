@@ -93,7 +93,7 @@ impl Runtime {
             return;
         }
         self.host.checked = generation;
-        let adm = admit_on_host(&self.system, self.opts.loop_cost(), &self.host.cached.load);
+        let adm = admit_on_host(&self.system, self.loop_cost(), &self.host.cached.load);
         let over: Vec<Refusal> = adm
             .refusals
             .into_iter()

@@ -713,8 +713,9 @@ impl Members {
             return None;
         }
         self.scans.last_scan = now;
+        // Without events of either kind (proc connector, BPF sensor) every scan is full.
         let full = self.scans.force_full
-            || self.events.is_none()
+            || (self.events.is_none() && self.sensor.is_none())
             || now.saturating_sub(self.scans.last_full_scan) >= full_scan;
         if full {
             self.scans.force_full = false;

@@ -61,6 +61,11 @@ pub use members::Target;
 pub use periods::ServerStats;
 pub use wakeup::{wakeup_time, MIN_GRANT, MIN_SLEEP};
 
+/// The full /proc scan's interval with the BPF sensor: only a safety net there (the sensor
+/// reports members' forks and exits). At 100 ms a full scan of 500 sleeping members (their
+/// stat, children and policy, ~20 us each) was most of the daemon's CPU (`perf record`).
+pub const BPF_FULL_SCAN: Nanos = 1_000_000_000;
+
 /// The daemon's enforcement loop priority (above members and the watchdog).
 pub const LOOP_PRIO: u32 = 98;
 
@@ -163,6 +168,8 @@ pub struct Runtime {
     watch_until: Nanos,
     /// The plug-in groups of plug-in boxes (`plugins.rs`).
     plugins: plugins::PluginDriver,
+    /// The servers whose stops the backstop owns (BPF sensor; see [`wakeup::owned_stop`]).
+    owned: BTreeSet<ServerId>,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -330,9 +337,12 @@ impl Runtime {
         if swept > 0 {
             tracing::info!(swept, "removed stale freeze groups");
         }
-        let events = match ProcEvents::open() {
-            Ok(e) => Some(e),
-            Err(e) => {
+        // With the BPF sensor members' forks and exits come from the sensor: the proc
+        // connector, which wakes the loop for every fork of the machine, is not opened.
+        let events = match sensor.is_none().then(ProcEvents::open) {
+            None => None,
+            Some(Ok(e)) => Some(e),
+            Some(Err(e)) => {
                 tracing::warn!(error = %e, scan_ms = opts.scan / 1_000_000, "process events unavailable; scanning /proc every scan interval instead");
                 None
             }
@@ -373,6 +383,7 @@ impl Runtime {
             step_started: 0,
             watch_until: 0,
             plugins: plugins::PluginDriver::default(),
+            owned: BTreeSet::new(),
         })
     }
 
@@ -596,6 +607,11 @@ impl Runtime {
 
     /// Where the loop should sleep (see [`wakeup::loop_cpu`]).
     pub fn loop_cpu(&self) -> Option<u32> {
+        if self.sensor.is_some() && self.sched.next_exhaustion_cpu().is_none() {
+            // No polls to keep off a reclaiming member's CPU: stay (a move is a migration,
+            // and the step at the next replenishment arms that CPU's backstop itself).
+            return None;
+        }
         let quiet: Vec<u32> = (0..self.sched.cpu_count())
             .filter(|&i| self.sched.running_at(i).is_none())
             .filter_map(|i| self.sched.cpus().nth(i))
@@ -635,13 +651,21 @@ impl Runtime {
         self.step_started = now;
         self.members.take_events(&mut self.sched, &self.system, now);
         if let Some(s) = &self.sensor {
-            sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now);
+            if sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now) {
+                self.watch_until = now + forkwait::WATCH;
+            }
+            // New members may set their own priority right after they start (rt-app does):
+            // without stat reads, their policy is looked at by every step of the watch.
+            if now < self.watch_until {
+                self.members.correct_drift(&mut self.sched, now);
+            }
         }
         self.members.unplaced = false;
         // Members the backstop froze: frozen, so ready (/proc would show them sleeping).
         let stopped = self.guard.take_report(now);
         self.members.mark_frozen(&stopped);
         self.members.charge(&mut self.sched, now);
+        self.settle_owned(now, &stopped);
         // A member changed its own policy (seen in its stat): re-ranked and put back now.
         if std::mem::take(&mut self.members.own_change) {
             self.members.correct_drift(&mut self.sched, now);
@@ -667,6 +691,26 @@ impl Runtime {
         // charging and stopping (measured: a member ran 0.2 ms past its budget behind one).
         // New members are charged and placed by the next step, at once (`next_wakeup`).
         self.scan_members(now);
+    }
+
+    /// A server whose members the backstop stopped at an owned stop, with less than
+    /// [`crate::backstop::STOP_GRAIN`] twice left by the kernel's figures, is spent: the
+    /// backstop judged by the members' running figures, which include the steal and interrupt
+    /// time the kernel's own figures leave out, and thawing the members again for that rest
+    /// only made them stop again, one step each (see `STOP_GRAIN`).
+    fn settle_owned(&mut self, now: Nanos, stopped: &[i32]) {
+        let servers: BTreeSet<ServerId> = stopped
+            .iter()
+            .filter_map(|t| self.members.by_tid.get(t).and_then(|m| m.charge_to))
+            .filter(|s| self.owned.contains(s))
+            .collect();
+        for s in servers {
+            let info = self.sched.server(s);
+            let rest = u64::try_from(info.runtime).unwrap_or(0);
+            if !info.throttled && rest > 0 && rest < 2 * crate::backstop::STOP_GRAIN {
+                let _ = self.sched.charge(now, s, rest);
+            }
+        }
     }
 
     /// Counts the step against the admitted step cost; warns once when above it.
@@ -717,20 +761,29 @@ impl Runtime {
 
     /// The membership scans when due; a release there withdrew every plan: publish again.
     fn scan_members(&mut self, now: Nanos) {
-        let Some(full) = self
-            .members
-            .scan_due(now, self.opts.scan, self.opts.full_scan)
-        else {
+        let full_scan = if self.sensor.is_some() {
+            self.opts.full_scan.max(BPF_FULL_SCAN)
+        } else {
+            self.opts.full_scan
+        };
+        let Some(full) = self.members.scan_due(now, self.opts.scan, full_scan) else {
             return;
         };
         self.guard.take_withdrawn();
+        // With the BPF sensor the frequent scan only looks for threads moved into attached
+        // cgroups from outside, and drift is checked at the slow full scan (and while new
+        // members are watched, `step`): 2 system calls per member per scan were most of the
+        // cost of sleeping members.
+        let bpf = self.sensor.is_some();
         if full {
             self.members.scan(&mut self.sched, now);
-        } else {
+        } else if !bpf || self.members.has_cgroup_attachments() {
             self.members.scan_cgroups(&mut self.sched);
             self.members.release_empty_processes();
         }
-        self.members.correct_drift(&mut self.sched, now);
+        if full || !bpf {
+            self.members.correct_drift(&mut self.sched, now);
+        }
         if self.guard.take_withdrawn() {
             let again = self.publish_plans(now);
             self.thaw_guarded(now, again);
@@ -790,6 +843,7 @@ impl Runtime {
             .collect();
         let decisions = bands::decide(&core, &boxes, &views);
         drop(views);
+        let lazy = self.sensor.is_some();
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
@@ -801,7 +855,14 @@ impl Runtime {
             m.charge_to = d.charge_to;
             m.last_server = d.last_server;
             if let Some(want) = d.want {
-                if m.applied.as_ref() != Some(&want) {
+                // With the BPF sensor a blocked member that was placed once is left as it is
+                // (no freeze, no new band or CPU): it cannot run, and when it wakes the loop
+                // carries out its state at its next step (at once when it is its server's
+                // first runnable member, or its server is throttled: the sensor wakes the
+                // loop). Re-ranking, freezing and thawing every sleeping member at every
+                // throttle and replenishment cost ~8 us per member per step.
+                let sleeping = lazy && !m.ready && m.applied.as_ref().is_some_and(|a| !a.frozen);
+                if !sleeping && m.applied.as_ref() != Some(&want) {
                     changes.push((d.tid, m.applied.replace(want)));
                 }
             }
@@ -818,6 +879,7 @@ impl Runtime {
         }
         self.members.open_freeze_handles();
         let mut by_server: BTreeMap<ServerId, ServerMembers<Handle>> = BTreeMap::new();
+        let mut unguarded = BTreeSet::new();
         for (tid, m) in &self.members.by_tid {
             let (Some(s), Some(false)) = (m.charge_to, m.applied.as_ref().map(|a| a.frozen)) else {
                 continue;
@@ -831,13 +893,25 @@ impl Runtime {
                     clock: c.clone(),
                     charged: m.charge.last(),
                 });
+            } else {
+                unguarded.insert(s);
             }
         }
+        let owns = self.sensor.is_some();
+        self.owned = by_server
+            .keys()
+            .filter(|s| owns && !unguarded.contains(s))
+            .filter(|&&s| {
+                let info = self.sched.server(s);
+                info.mode == Mode::Hard && info.box_name.is_some()
+            })
+            .copied()
+            .collect();
         let exhaustion = self
             .sched
             .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
         let sched = &self.sched;
-        let plans = guard::plan(now, &exhaustion, by_server, |s| {
+        let plans = guard::plan(now, &exhaustion, by_server, !owns, |s| {
             let info = sched.server(s);
             PlanServer {
                 cpu: info.cpu,
@@ -847,7 +921,7 @@ impl Runtime {
                 hard: info.mode == Mode::Hard && info.box_name.is_some(),
             }
         });
-        let report = self.guard.publish(now, self.epoch, plans);
+        let report = self.guard.publish(now, self.epoch, plans, owns);
         report
             .into_iter()
             .filter(|t| {
@@ -927,9 +1001,25 @@ impl Runtime {
             .min_budget_left_with_work(|s| with_work.contains(&s));
         let exhausting_here =
             self.pin.cpu().is_some() && self.pin.cpu() == self.sched.next_exhaustion_cpu();
+        let owned = self
+            .sched
+            .next_exhaustion_cpu()
+            .and_then(|c| self.sched.running(c))
+            .and_then(|r| r.server)
+            .is_some_and(|s| self.owned.contains(&s));
         let timer = self.sched.next_timer().map(|t| {
-            if exhausting_here && self.sched.next_replenishment() != Some(t) {
+            if self.sched.next_replenishment() == Some(t) {
+                return t;
+            }
+            let t = if exhausting_here {
                 wakeup::after_own_step(t, self.step_started, now)
+            } else {
+                t
+            };
+            if owned {
+                // Never past another server's replenishment.
+                let r = self.sched.next_replenishment().unwrap_or(Nanos::MAX);
+                wakeup::owned_stop(t).min(r.max(t))
             } else {
                 t
             }

@@ -211,13 +211,15 @@ pub fn charge_bpf(m: &mut Member, reg: &Registration, sched: &mut Scheduler, now
 /// Takes the sensor's events (which woke the loop): a thread or process forked by a member
 /// joins the member's box at once (the fork's parent is a member by the program's check); an
 /// exited member leaves. Readiness changes need nothing here: the charge phase reads them.
+/// Whether a thread joined.
 pub fn take_events(
     sensor: &Sensor,
     members: &mut Members,
     sched: &mut Scheduler,
     system: &System,
     now: Nanos,
-) {
+) -> bool {
+    let mut joined = false;
     for e in sensor.drain() {
         tracing::trace!(event = ?e, "sensor event");
         match e {
@@ -228,12 +230,14 @@ pub fn take_events(
                 };
                 if system.get(&bx).is_some() && !members.by_tid.contains_key(&tid) {
                     members.add_threads(sched, &bx, &[tid]);
+                    joined = true;
                 }
             }
             Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
             Event::ServerActive(_) | Event::ServerIdle(_) => {}
         }
     }
+    joined
 }
 
 /// The sensor's descriptor to sleep on, if the loop uses it.

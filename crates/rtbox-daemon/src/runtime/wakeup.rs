@@ -59,6 +59,24 @@ pub fn after_own_step(t: Nanos, step_started: Nanos, now: Nanos) -> Nanos {
     t + now.saturating_sub(step_started)
 }
 
+/// The loop's wake-up for an exhaustion at `t` whose stop the backstop owns (BPF sensor): the
+/// backstop thread of the member's CPU acts at `t` itself, checks the members' clocks (a
+/// memory read with the sensor), moves the stop if budget is left, freezes when it is spent,
+/// and then wakes the loop, which throttles the server in the core. The loop's own timer is
+/// only the fallback, [`OWNED_FALLBACK`] after `t`. Before, the loop woke at `t`
+/// itself and, each of its own wake-ups costing the member's budget 20-40 us of switches
+/// here, found a few tens of microseconds left and stepped 2-3 more times per exhaustion
+/// (docs/benchmarks-runtime.md, "BPF sensor").
+pub fn owned_stop(t: Nanos) -> Nanos {
+    t + OWNED_FALLBACK
+}
+
+/// How long after an owned stop's planned time the loop looks by itself. The backstop wakes
+/// it as soon as it stopped the members; a member preempted meanwhile has budget left, the
+/// backstop moves its stop, and an earlier look by the loop would only find that budget (with
+/// 100 us here the loop still stepped at ~3 of 4 exhaustions, finding 40-120 us left).
+pub const OWNED_FALLBACK: Nanos = 400_000;
+
 /// Where the loop should sleep: on the CPU of the next budget exhaustion; with none pending,
 /// on a CPU where no member runs (so its polls do not preempt a reclaiming member), keeping
 /// the `current` CPU when it qualifies; `None` to stay where it is.
@@ -124,6 +142,14 @@ mod tests {
 
     const MS: Nanos = 1_000_000;
     const US: Nanos = 1_000;
+
+    #[test]
+    fn an_owned_stop_wakes_the_loop_only_after_the_backstop() {
+        assert_eq!(owned_stop(10 * MS), 10 * MS + OWNED_FALLBACK);
+        // The fallback is kept as a future timer, but never past a replenishment.
+        let at = wakeup_time(10 * MS - 50 * US, Some(owned_stop(10 * MS)), None, MS, None);
+        assert_eq!(at, 10 * MS + OWNED_FALLBACK);
+    }
 
     #[test]
     fn an_exhaustion_moves_by_the_steps_own_length() {
