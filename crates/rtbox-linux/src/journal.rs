@@ -109,8 +109,26 @@ impl JournalState {
             }
         }
         cgroup::remove_rtbox_root(&self.layout);
-        for (cg, incs) in &self.rt_grants {
-            if let Err(e) = rtgrant::undo(&self.layout, incs) {
+        // A member that just exited still holds its cgroup's RT runtime for a moment: the
+        // refused take-backs are retried like the stop groups above.
+        let mut grants: Vec<(&String, Vec<rtgrant::Increment>)> = self
+            .rt_grants
+            .iter()
+            .map(|(cg, incs)| (cg, rtgrant::undo_partial(&self.layout, incs).0))
+            .filter(|(_, left)| !left.is_empty())
+            .collect();
+        for _ in 0..GROUP_RETRIES {
+            if grants.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            for (_, left) in grants.iter_mut() {
+                *left = rtgrant::undo_partial(&self.layout, left).0;
+            }
+            grants.retain(|(_, left)| !left.is_empty());
+        }
+        for (cg, left) in grants {
+            if let Err(e) = rtgrant::undo(&self.layout, &left) {
                 rep.errors
                     .push(format!("RT runtime of v1 cpu cgroup {cg}: {e}"));
             }

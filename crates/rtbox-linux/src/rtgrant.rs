@@ -124,16 +124,29 @@ pub fn apply(layout: &Layout, incs: &[Increment]) -> Result<(), LinuxError> {
 /// children). Call after the members' policies are back to normal: a cgroup with RT threads
 /// cannot go back to 0. Every one is tried; the first error is returned.
 pub fn undo(layout: &Layout, incs: &[Increment]) -> Result<(), LinuxError> {
+    undo_partial(layout, incs).1.map_or(Ok(()), Err)
+}
+
+/// [`undo`] that also returns the increments the kernel still refuses to take back (in plan
+/// order), so that the caller can keep them on record and retry. The refusal is usually
+/// transient: a member that just exited still counts as an RT task of its cgroup until the
+/// kernel has released it (`tg_has_rt_tasks()` in `kernel/sched/rt.c`), so its cgroup cannot
+/// go back to 0, nor its parent below the children's sum. Dropping such an increment instead
+/// would leave the parent with RT runtime nobody returns.
+pub fn undo_partial(layout: &Layout, incs: &[Increment]) -> (Vec<Increment>, Option<LinuxError>) {
     let mut first = None;
+    let mut left = Vec::new();
     for inc in incs.iter().rev() {
         if let Err(e) = add(layout, inc, -inc.runtime_us) {
             // A cgroup removed meanwhile (the container is gone) needs nothing back.
             if !e.is_gone() {
                 first.get_or_insert(e);
+                left.push(inc.clone());
             }
         }
     }
-    first.map_or(Ok(()), Err)
+    left.reverse();
+    (left, first)
 }
 
 fn add(layout: &Layout, inc: &Increment, delta: i64) -> Result<(), LinuxError> {
@@ -207,6 +220,19 @@ mod tests {
         assert_eq!(plan(&layout, "/pod/b", 300_000).unwrap(), vec![], "has it");
         undo(&layout, &incs).unwrap();
         assert_eq!(runtime(&root.join("pod")), Some(100_000));
+        assert_eq!(runtime(&root.join("pod/b")), Some(0));
+        // A refused take-back stays on record, and a later retry finishes it.
+        apply(&layout, &incs).unwrap();
+        let file = root.join("pod/b/cpu.rt_runtime_us");
+        fs::remove_file(&file).unwrap();
+        fs::create_dir(&file).unwrap();
+        let (left, err) = undo_partial(&layout, &incs);
+        assert!(err.is_some());
+        assert_eq!(left, vec![incs[1].clone()], "only the refused one is left");
+        assert_eq!(runtime(&root.join("pod")), Some(100_000));
+        fs::remove_dir(&file).unwrap();
+        fs::write(&file, "300000").unwrap();
+        assert_eq!(undo_partial(&layout, &left).0, vec![]);
         assert_eq!(runtime(&root.join("pod/b")), Some(0));
         let e = plan(&layout, "/pod/b", 900_000).unwrap_err().to_string();
         assert!(

@@ -462,6 +462,7 @@ impl Members {
     pub fn release_empty_processes(&mut self) {
         self.stops
             .retry_removals(&self.layout, &mut self.jstate.groups);
+        self.rt.retry(&self.layout, &mut self.jstate.rt_grants);
         let live: BTreeSet<i32> = self.by_tid.values().map(|m| m.pid).collect();
         let attached: BTreeSet<i32> = self
             .attachments

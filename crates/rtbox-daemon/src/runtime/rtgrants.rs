@@ -37,6 +37,9 @@ pub fn want_us(sched: &Scheduler, box_name: &str) -> i64 {
 #[derive(Debug, Default)]
 pub struct RtGrants {
     holders: BTreeMap<String, BTreeSet<i32>>,
+    /// Cgroups whose grant nobody holds any more but the kernel refused to take back (a member
+    /// that just exited still counts there): kept on record and retried by [`RtGrants::retry`].
+    leftover: BTreeSet<String>,
 }
 
 impl RtGrants {
@@ -54,6 +57,11 @@ impl RtGrants {
         };
         if let Some(h) = self.holders.get_mut(v1) {
             h.insert(snap.tid);
+            return;
+        }
+        // A grant still on record (its take-back was refused) serves the new member as it is.
+        if grants.contains_key(v1) && self.leftover.remove(v1) {
+            self.holders.insert(v1.clone(), BTreeSet::from([snap.tid]));
             return;
         }
         if !cgroup::v1_cpu_denies_rt(layout, v1) {
@@ -105,11 +113,82 @@ impl RtGrants {
             .collect();
         for cg in emptied {
             self.holders.remove(&cg);
-            if let Some(incs) = grants.remove(&cg) {
-                if let Err(e) = rtgrant::undo(layout, &incs) {
-                    tracing::warn!(cgroup = %cg, error = %e, "cannot take back RT runtime");
-                }
-            }
+            self.take_back(layout, cg, grants);
         }
+    }
+
+    /// Returns a grant nobody holds; what the kernel refuses stays on record for a retry.
+    fn take_back(
+        &mut self,
+        layout: &Layout,
+        cg: String,
+        grants: &mut BTreeMap<String, Vec<Increment>>,
+    ) {
+        let Some(incs) = grants.remove(&cg) else {
+            return;
+        };
+        let (left, err) = rtgrant::undo_partial(layout, &incs);
+        if let Some(e) = err {
+            tracing::debug!(cgroup = %cg, error = %e, "RT runtime not taken back yet; retried");
+        }
+        if !left.is_empty() {
+            grants.insert(cg.clone(), left);
+            self.leftover.insert(cg);
+        }
+    }
+
+    /// Retries the take-back of grants the kernel refused before.
+    pub fn retry(&mut self, layout: &Layout, grants: &mut BTreeMap<String, Vec<Increment>>) {
+        for cg in std::mem::take(&mut self.leftover) {
+            self.take_back(layout, cg, grants);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtbox_linux::cgroup::LayoutKind;
+    use std::fs;
+
+    /// A take-back the kernel refuses (here: an unreadable file) keeps the grant on record,
+    /// and the retry returns it once the cgroup lets go.
+    #[test]
+    fn a_refused_take_back_stays_on_record_until_a_retry_succeeds() {
+        let root = std::env::temp_dir().join(format!("rtbox-rtgrants-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for (rel, v) in [("", 950_000), ("pod", 100_000), ("pod/b", 0)] {
+            fs::create_dir_all(root.join(rel)).unwrap();
+            fs::write(root.join(rel).join("cpu.rt_runtime_us"), v.to_string()).unwrap();
+        }
+        let layout = Layout {
+            kind: LayoutKind::V1,
+            v2: None,
+            v1_cpu: Some(root.clone()),
+        };
+        let incs = rtgrant::plan(&layout, "/pod/b", 300_000).unwrap();
+        rtgrant::apply(&layout, &incs).unwrap();
+        let mut grants = BTreeMap::from([("/pod/b".to_string(), incs.clone())]);
+        let mut rt = RtGrants::default();
+        rt.holders.insert("/pod/b".into(), BTreeSet::from([7]));
+        let file = root.join("pod/b/cpu.rt_runtime_us");
+        fs::remove_file(&file).unwrap();
+        fs::create_dir(&file).unwrap();
+        rt.release(&layout, 7, &mut grants);
+        assert_eq!(grants.get("/pod/b"), Some(&vec![incs[1].clone()]));
+        rt.retry(&layout, &mut grants);
+        assert!(
+            grants.contains_key("/pod/b"),
+            "still refused: still on record"
+        );
+        fs::remove_dir(&file).unwrap();
+        fs::write(&file, "300000").unwrap();
+        rt.retry(&layout, &mut grants);
+        assert!(grants.is_empty());
+        let read =
+            |rel: &str| fs::read_to_string(root.join(rel).join("cpu.rt_runtime_us")).unwrap();
+        assert_eq!(read("pod/b").trim(), "0");
+        assert_eq!(read("pod").trim(), "100000");
+        let _ = fs::remove_dir_all(&root);
     }
 }
