@@ -108,8 +108,11 @@ pids=()
 groups=()
 d=
 cleanup() {
-  kill "${pids[@]}" 2>/dev/null || true
-  wait "${pids[@]}" 2>/dev/null || true
+  # An empty list would make `wait` wait for every child, the daemon included.
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
   if [ -n "$d" ]; then kill -TERM "$d" 2>/dev/null || true; wait "$d" 2>/dev/null || true; fi
   for g in "${groups[@]}"; do rmdir "$g" 2>/dev/null || true; done
 }
