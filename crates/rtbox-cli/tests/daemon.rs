@@ -3,15 +3,15 @@
 //! fuzz (no crash, admission never violated, no member left in a deleted box). Needs root;
 //! otherwise each test prints why it skips.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rtbox_linux::cgroup;
 use rtbox_linux::sched::{self, SchedAttr};
 
 mod root;
-use root::{hog, root_or_skip, state, Orig, Proc};
+use root::{hog, root_or_skip, state, Orig, Proc, TestDaemon as Env};
 
 /// One root-only test at a time; `None`, after printing why, without root.
 fn serial(name: &str, why: &str) -> Option<root::Turn> {
@@ -21,58 +21,7 @@ fn serial(name: &str, why: &str) -> Option<root::Turn> {
     Some(root::realtime_turn())
 }
 
-struct Env {
-    dir: PathBuf,
-    sock: PathBuf,
-    daemon: Option<Child>,
-}
-
 impl Env {
-    fn start(tag: &str) -> Env {
-        Env::start_with(tag, None, &[])
-    }
-
-    /// A daemon with an optional config text and extra arguments.
-    fn start_with(tag: &str, config: Option<&str>, extra: &[&str]) -> Env {
-        let dir = std::env::temp_dir().join(format!("rtbox-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let sock = dir.join("sock");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtbox"));
-        cmd.arg("daemon")
-            .arg("--socket")
-            .arg(&sock)
-            .arg("--state")
-            .arg(dir.join("state.json"))
-            .args(extra);
-        if let Some(text) = config {
-            let path = dir.join("config.toml");
-            std::fs::write(&path, text).expect("write config");
-            cmd.arg("--config").arg(path);
-        }
-        let log = std::fs::File::create(dir.join("daemon.log")).expect("daemon log");
-        let daemon = cmd.stderr(Stdio::from(log)).spawn().expect("start daemon");
-        let t0 = Instant::now();
-        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sock.exists(), "daemon socket did not appear");
-        Env {
-            dir,
-            sock,
-            daemon: Some(daemon),
-        }
-    }
-
-    fn rtbox(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .args(args)
-            .arg("--socket")
-            .arg(&self.sock)
-            .output()
-            .expect("run rtbox");
-        outcome(out)
-    }
-
     /// `rtbox exec ARGS`: the socket goes before the command's `--`.
     fn exec(&self, args: &[&str]) -> (i32, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
@@ -89,20 +38,9 @@ impl Env {
         rtbox_daemon_request(&self.sock, line)
     }
 
-    /// What the daemon logged so far (its stderr).
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-    }
-
-    fn pid(&self) -> i32 {
-        self.daemon.as_ref().expect("daemon").id() as i32
-    }
-
     /// The daemon's box names, from `rtbox status --json`.
     fn box_names(&self) -> Vec<String> {
-        let (code, out) = self.rtbox(&["status", "--json"]);
-        assert_eq!(code, 0, "status: {out}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("status JSON");
+        let v = self.status();
         let mut names: Vec<String> = v["boxes"]
             .as_array()
             .expect("boxes")
@@ -131,19 +69,6 @@ fn eventually(what: impl Fn() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
-            let _ = d.wait();
-        }
-        // Give a watchdog time to finish, then remove the directory.
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// A sleeping process (`sleep 600`), for members that must not use the CPU.
@@ -264,7 +189,7 @@ fn kill_9_restores_every_thread_within_one_second() {
     };
     // `auto`: the BPF sensor where it loads (root, BTF), so its links' fate after kill -9 is
     // checked in the suite although the daemon's default sensor is perf.
-    let mut env = Env::start_with("kill9", None, &["--sensor", "auto"]);
+    let mut env = Env::start("test-kill9", None, &["--sensor", "auto"]);
     let (hogs, orig) = setup(&env);
     let status = env.rtbox(&["status", "--json"]).1;
     let bpf = status.contains("\"sensor\": \"bpf\"") || status.contains("\"sensor\":\"bpf\"");
@@ -274,7 +199,7 @@ fn kill_9_restores_every_thread_within_one_second() {
             "the BPF sensor is in use but not attached"
         );
     }
-    let mut d = env.daemon.take().unwrap();
+    let mut d = env.child.take().unwrap();
     d.kill().unwrap(); // SIGKILL
     let _ = d.wait();
     let took = wait_restored(&hogs, &orig, Duration::from_secs(3));
@@ -321,7 +246,7 @@ fn sigterm_and_detach_restore() {
     ) else {
         return;
     };
-    let mut env = Env::start("term");
+    let mut env = Env::start("test-term", None, &[]);
     let (hogs, orig) = setup(&env);
     let p0 = hogs[0].0.id().to_string();
     assert_eq!(env.rtbox(&["detach", "--pid", &p0]).0, 0);
@@ -345,7 +270,7 @@ fn sigterm_and_detach_restore() {
     let p1 = hogs[1].0.id().to_string();
     assert_eq!(env.rtbox(&["attach", "T", "--pid", &p1]).0, 0);
     std::thread::sleep(Duration::from_millis(100));
-    let mut d = env.daemon.take().unwrap();
+    let mut d = env.child.take().unwrap();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
     let st = d.wait().unwrap();
@@ -366,7 +291,7 @@ fn refusals_change_nothing() {
     ) else {
         return;
     };
-    let env = Env::start("refuse");
+    let env = Env::start("test-refuse", None, &[]);
     assert_eq!(
         env.rtbox(&["box", "create", "A", "--budget", "60ms", "--period", "100ms"])
             .0,
@@ -450,7 +375,7 @@ fn request_fuzz_keeps_invariants() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
-    let mut env = Env::start("fuzz");
+    let mut env = Env::start("test-fuzz", None, &[]);
     let hogs = [hog(), hog(), hog()];
     let orig: Vec<Orig> = hogs.iter().map(|h| state(h.0.id() as i32)).collect();
     let pids: Vec<String> = hogs.iter().map(|h| h.0.id().to_string()).collect();
@@ -530,7 +455,7 @@ fn request_fuzz_keeps_invariants() {
     eprintln!("fuzz: {n} requests, {ok} accepted, {refused} refused");
     assert!(ok > 0 && refused > 0);
     // Deleting every box and stopping gives every hog back its original state.
-    let mut d = env.daemon.take().unwrap();
+    let mut d = env.child.take().unwrap();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
     assert!(d.wait().unwrap().success());
@@ -590,7 +515,7 @@ interface.per_cpu = { budget = "2ms", period = "100ms" }
 name = "root-only"
 interface.per_cpu = { budget = "10ms", period = "100ms" }
 "#;
-    let env = Env::start_with("access", Some(config), &["--group", "nogroup"]);
+    let env = Env::start("test-access", Some(config), &["--group", "nogroup"]);
     let sleeper = |as_nobody: bool| {
         let mut c = Command::new("sleep");
         c.arg("600");
@@ -679,7 +604,7 @@ fn exec_starts_the_command_inside_the_box() {
     ) else {
         return;
     };
-    let env = Env::start("exec");
+    let env = Env::start("test-exec", None, &[]);
     assert_eq!(
         env.rtbox(&["box", "create", "E", "--budget", "20ms", "--period", "100ms", "--cpus", "1"])
             .0,
@@ -741,7 +666,7 @@ fn a_second_daemon_on_the_same_state_refuses() {
     ) else {
         return;
     };
-    let env = Env::start("twice");
+    let env = Env::start("test-twice", None, &[]);
     assert_eq!(env.rtbox(&["box", "create", "A", "--weight", "1"]).0, 0);
     let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
         .arg("daemon")
@@ -776,7 +701,7 @@ fn a_member_that_changes_its_policy_is_brought_back() {
     ) else {
         return;
     };
-    let env = Env::start("drift");
+    let env = Env::start("test-drift", None, &[]);
     assert_eq!(
         env.rtbox(&[
             "box", "create", "D", "--budget", "90ms", "--period", "100ms", "--cpus", "1", "--mode",
@@ -857,7 +782,7 @@ fn admission_follows_a_lower_kernel_rt_limit() {
         );
         return;
     }
-    let env = Env::start("rtlimit");
+    let env = Env::start("test-rtlimit", None, &[]);
     let (code, msg) = env.rtbox(&[
         "box", "create", "A", "--budget", "60ms", "--period", "100ms",
     ]);
@@ -883,7 +808,7 @@ fn an_rt_member_of_a_shared_box_runs_as_a_normal_thread() {
     ) else {
         return;
     };
-    let env = Env::start("sharedrt");
+    let env = Env::start("test-sharedrt", None, &[]);
     assert_eq!(env.rtbox(&["box", "create", "S", "--weight", "1"]).0, 0);
     let h = sleeper();
     let pid = h.0.id() as i32;
@@ -973,7 +898,7 @@ fn kill_9_storm_restores_every_thread_each_time() {
     let mut times = Vec::new();
     let mut last_field = Vec::new();
     for round in 0..24 {
-        let mut env = Env::start("storm");
+        let mut env = Env::start("test-storm", None, &[]);
         let sock = env.sock.clone();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let client = {
@@ -1026,7 +951,7 @@ fn kill_9_storm_restores_every_thread_each_time() {
         };
         let delay = xorshift(&mut seed) % 300;
         std::thread::sleep(Duration::from_millis(delay));
-        let mut d = env.daemon.take().unwrap();
+        let mut d = env.child.take().unwrap();
         d.kill().unwrap(); // SIGKILL
         let killed = Instant::now();
         let _ = d.wait();
@@ -1114,7 +1039,7 @@ fn a_second_daemon_on_the_same_socket_is_refused() {
     ) else {
         return;
     };
-    let a = Env::start("sock-a");
+    let a = Env::start("test-sock-a", None, &[]);
     let other = a.dir.join("other");
     let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
         .arg("daemon")
@@ -1180,7 +1105,7 @@ fn sighup_reloads_the_config_and_a_refused_reload_keeps_the_boxes() {
     ) else {
         return;
     };
-    let env = Env::start_with("reload", Some(RELOAD_A), &[]);
+    let env = Env::start("test-reload", Some(RELOAD_A), &[]);
     assert_eq!(env.box_names(), vec!["a"]);
     let p = sleeper();
     let pid = p.0.id() as i32;
@@ -1316,7 +1241,7 @@ fn unknown_cpus_are_refused_at_start_and_in_requests() {
     assert!(!dir.join("sock").exists(), "socket created");
     let _ = std::fs::remove_dir_all(&dir);
 
-    let env = Env::start("cpus");
+    let env = Env::start("test-cpus", None, &[]);
     let far = n.to_string();
     let (code, msg) = env.rtbox(&[
         "box", "create", "x", "--cpus", &far, "--budget", "1ms", "--period", "10ms",

@@ -14,7 +14,7 @@ use rtbox_linux::sched;
 use rtbox_linux::stopgroup::keeps_cgroups;
 
 mod root;
-use root::{hog, root_or_skip, state, Proc};
+use root::{hog, root_or_skip, state, Proc, TestDaemon as Daemon};
 
 /// A v2 cgroup of the test's own, removed at the end (its processes are killed first).
 struct TestCgroup {
@@ -59,75 +59,7 @@ impl Drop for TestCgroup {
     }
 }
 
-struct Daemon {
-    dir: PathBuf,
-    sock: PathBuf,
-    child: Option<Child>,
-}
-
 impl Daemon {
-    fn start(tag: &str) -> Daemon {
-        Daemon::start_with(tag, None)
-    }
-
-    /// The daemon's command, with a config file if given.
-    fn command(dir: &Path, config: Option<&str>) -> Command {
-        let _ = std::fs::create_dir_all(dir);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtbox"));
-        cmd.arg("daemon")
-            .arg("--socket")
-            .arg(dir.join("sock"))
-            .arg("--state")
-            .arg(dir.join("state.json"));
-        if let Some(text) = config {
-            std::fs::write(dir.join("box.toml"), text).unwrap();
-            cmd.arg("--config").arg(dir.join("box.toml"));
-        }
-        cmd
-    }
-
-    fn dir(tag: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("rtbox-cg-{tag}-{}", std::process::id()))
-    }
-
-    fn start_with(tag: &str, config: Option<&str>) -> Daemon {
-        let dir = Daemon::dir(tag);
-        let sock = dir.join("sock");
-        let mut cmd = Daemon::command(&dir, config);
-        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
-        let child = cmd.stderr(Stdio::from(log)).spawn().expect("start daemon");
-        let t0 = Instant::now();
-        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sock.exists(), "daemon socket did not appear");
-        Daemon {
-            dir,
-            sock,
-            child: Some(child),
-        }
-    }
-
-    fn rtbox(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .args(args)
-            .arg("--socket")
-            .arg(&self.sock)
-            .output()
-            .expect("run rtbox");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).to_string()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out) = self.rtbox(args);
-        assert_eq!(code, 0, "rtbox {args:?}: {out}");
-        out
-    }
-
     /// The stop mechanism of each member of `box_name` (`rtbox status --json`).
     fn stops(&self, box_name: &str) -> Vec<serde_json::Value> {
         let v: serde_json::Value =
@@ -141,23 +73,6 @@ impl Daemon {
             .as_array()
             .cloned()
             .unwrap_or_default()
-    }
-
-    fn signal(&mut self, sig: i32) {
-        let mut c = self.child.take().expect("daemon");
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, sig) };
-        let _ = c.wait();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.signal(libc::SIGTERM);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -256,7 +171,7 @@ fn members_stay_in_their_cgroup_and_detach_cgroup_releases_all() {
         pids.iter().map(|&p| (p, cgroup_lines(p))).collect();
 
     for round in ["detach", "SIGTERM", "kill -9"] {
-        let mut d = Daemon::start("keep");
+        let mut d = Daemon::start("cg-keep", None, &[]);
         d.ok(&[
             "box", "create", "A", "--budget", "10ms", "--period", "100ms", "--cpus", "0",
         ]);
@@ -325,7 +240,7 @@ fn where_the_kernel_refuses_a_stop_group_nothing_moves() {
     cg.enter("app/sub", other.0.id() as i32);
     let before = cgroup_lines(pid);
     let orig = state(pid);
-    let mut d = Daemon::start("refuse");
+    let mut d = Daemon::start("cg-refuse", None, &[]);
     d.ok(&[
         "box", "create", "A", "--budget", "10ms", "--period", "100ms", "--cpus", "0",
     ]);
@@ -501,7 +416,7 @@ fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
     };
 
     // Shares, measured by the containers' own cgroups.
-    let mut d = Daemon::start("podman");
+    let mut d = Daemon::start("cg-podman", None, &[]);
     boxes(&d);
     std::thread::sleep(Duration::from_millis(500));
     let (fa, fb) = (ca.cpu_stat(&v2), cb.cpu_stat(&v2));
@@ -576,7 +491,7 @@ fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
     d.signal(libc::SIGTERM);
     wait_back(&before, Duration::from_secs(3), "SIGTERM");
 
-    let mut d = Daemon::start("podman9");
+    let mut d = Daemon::start("cg-podman9", None, &[]);
     boxes(&d);
     std::thread::sleep(Duration::from_millis(500));
     for (pid, b) in &before {
@@ -586,11 +501,12 @@ fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
     wait_back(&before, Duration::from_secs(3), "kill -9");
 
     // By the config: `members.containers`.
-    let mut d = Daemon::start_with(
-        "podmancfg",
+    let mut d = Daemon::start(
+        "cg-podmancfg",
         Some(&format!(
             "[platform]\ncpus = 2\n\n[[box]]\nname = \"cfg\"\ncpus = \"1\"\ninterface.per_cpu = {{ budget = \"30ms\", period = \"100ms\" }}\nmembers = {{ containers = [\"{nb}\"] }}\n"
         )),
+        &[],
     );
     let stops = d.stops("cfg");
     assert!(
@@ -620,10 +536,11 @@ fn a_config_naming_a_missing_container_is_refused_precisely() {
     let Some((_turn, _v2)) = setup(name) else {
         return;
     };
-    let dir = Daemon::dir("nocontainer");
+    let dir = Daemon::temp_dir("cg-nocontainer");
     let out = Daemon::command(
         &dir,
         Some("[platform]\ncpus = 2\n\n[[box]]\nname = \"cfg\"\ncpus = \"1\"\ninterface.per_cpu = { budget = \"30ms\", period = \"100ms\" }\nmembers = { containers = [\"rtbox-no-such-container\"] }\n"),
+        &[],
     )
     .output()
     .expect("daemon");
@@ -761,24 +678,8 @@ fn annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop() {
     }
     test_image().expect("test image");
     let port = free_port();
-    let dir = Daemon::dir("hook");
-    let _ = std::fs::create_dir_all(&dir);
-    let mut d = {
-        // The daemon with --metrics-listen PORT (loopback).
-        let sock = dir.join("sock");
-        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
-        let child = Daemon::command(&dir, None)
-            .args(["--metrics-listen", &port.to_string()])
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("daemon");
-        wait_for(Duration::from_secs(10), "daemon socket", || sock.exists());
-        Daemon {
-            dir: dir.clone(),
-            sock,
-            child: Some(child),
-        }
-    };
+    // The daemon with --metrics-listen PORT (loopback).
+    let mut d = Daemon::start("cg-hook", None, &["--metrics-listen", &port.to_string()]);
     d.ok(&[
         "box", "create", "audio", "--budget", "30ms", "--period", "100ms", "--cpus", "1",
     ]);
@@ -1148,21 +1049,12 @@ fn docker_containers_by_name_get_their_share_and_are_given_back() {
         .expect("pid");
     let before = vec![(pid, cgroup_lines(pid))];
 
-    let dir = Daemon::dir("docker");
-    let _ = std::fs::create_dir_all(&dir);
-    let sock = dir.join("sock");
-    let mut cmd = Daemon::command(&dir, None);
+    let dir = Daemon::temp_dir("cg-docker");
+    let mut cmd = Daemon::command(&dir, None, &[]);
     if let Some(h) = &dockerd.host {
         cmd.env("DOCKER_HOST", h);
     }
-    let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
-    let child = cmd.stderr(Stdio::from(log)).spawn().expect("daemon");
-    wait_for(Duration::from_secs(10), "daemon socket", || sock.exists());
-    let mut d = Daemon {
-        dir,
-        sock,
-        child: Some(child),
-    };
+    let mut d = Daemon::spawn(cmd, dir, true);
     d.ok(&[
         "box", "create", "D", "--budget", "30ms", "--period", "100ms", "--cpus", "1",
     ]);
@@ -1239,7 +1131,7 @@ fn detach_cgroup_releases_every_thread_of_a_multithreaded_member() {
         .iter()
         .map(|&p| (p, cgroup_lines(p)))
         .collect();
-    let d = Daemon::start("threads");
+    let d = Daemon::start("cg-threads", None, &[]);
     d.ok(&[
         "box", "create", "T", "--budget", "10ms", "--period", "100ms", "--cpus", "0",
     ]);
@@ -1282,8 +1174,8 @@ fn a_metrics_address_in_use_refuses_the_start() {
     };
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let dir = Daemon::dir("metricsbusy");
-    let out = Daemon::command(&dir, None)
+    let dir = Daemon::temp_dir("cg-metricsbusy");
+    let out = Daemon::command(&dir, None, &[])
         .args(["--metrics-listen", &port.to_string()])
         .output()
         .expect("daemon");
@@ -1296,7 +1188,7 @@ fn a_metrics_address_in_use_refuses_the_start() {
     );
     assert!(!dir.join("sock").exists());
     let (code, msg) = {
-        let o = Daemon::command(&dir, None)
+        let o = Daemon::command(&dir, None, &[])
             .args(["--metrics-listen", "localhost:notaport"])
             .output()
             .unwrap();

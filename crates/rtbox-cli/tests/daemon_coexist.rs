@@ -3,13 +3,12 @@
 //! and a box and the deadline task sharing a CPU each get their share. Needs root; otherwise
 //! each test prints why it skips. Real-runtime tests: they take the machine-wide lock.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[allow(dead_code)]
 mod root;
-use root::{hog, root_or_skip, Proc};
+use root::{hog, root_or_skip, Proc, TestDaemon as Daemon};
 
 fn serial(name: &str, why: &str) -> Option<root::Turn> {
     if !root_or_skip(name, why) {
@@ -47,83 +46,6 @@ fn deadline_hog(runtime: u64, period: u64) -> Proc {
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("process {pid} did not become SCHED_DEADLINE");
-}
-
-struct Daemon {
-    dir: PathBuf,
-    sock: PathBuf,
-    child: Option<Child>,
-}
-
-impl Daemon {
-    fn start(tag: &str) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("rtbox-coexist-{tag}-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let sock = dir.join("sock");
-        let log = std::fs::File::create(dir.join("daemon.log")).expect("daemon log");
-        let child = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&sock)
-            .arg("--state")
-            .arg(dir.join("state.json"))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start daemon");
-        let t0 = Instant::now();
-        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sock.exists(), "daemon socket did not appear");
-        Daemon {
-            dir,
-            sock,
-            child: Some(child),
-        }
-    }
-
-    fn rtbox(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .args(args)
-            .arg("--socket")
-            .arg(&self.sock)
-            .output()
-            .expect("run rtbox");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let (code, out) = self.rtbox(&["status", "--json"]);
-        assert_eq!(code, 0, "{out}");
-        serde_json::from_str(&out).expect("status JSON")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// The kernel's CPU time of every thread of `pid` (schedstat, ns).
@@ -167,7 +89,7 @@ fn a_deadline_task_started_before_the_daemon_is_counted_and_both_get_their_share
     };
     let dl = deadline_hog(4_000_000, 10_000_000);
     let dl_pid = dl.0.id() as i32;
-    let d = Daemon::start("before");
+    let d = Daemon::start("coexist-before", None, &[]);
     let (code, msg) = d.rtbox(&[
         "box", "create", "big", "--budget", "60ms", "--period", "100ms", "--cpus", "1",
     ]);
@@ -252,7 +174,7 @@ fn a_deadline_task_started_later_refuses_new_boxes_and_is_reported() {
     ) else {
         return;
     };
-    let d = Daemon::start("later");
+    let d = Daemon::start("coexist-later", None, &[]);
     let (code, msg) = d.rtbox(&[
         "box", "create", "big", "--budget", "60ms", "--period", "100ms", "--cpus", "1",
     ]);

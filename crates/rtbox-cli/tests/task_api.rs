@@ -5,17 +5,17 @@
 //! and a C compiler; otherwise the test prints why it skips.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rtbox_linux::sched::{self, SchedAttr};
 
 #[allow(dead_code)] // shared helpers; this test uses a few
 mod root;
-use root::root_or_skip;
+use root::{root_or_skip, TestDaemon as Daemon};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -57,58 +57,8 @@ fn build_program(dir: &Path) -> Result<PathBuf, String> {
     Ok(prog)
 }
 
-struct Daemon {
-    dir: PathBuf,
-    sock: PathBuf,
-    child: Option<Child>,
-}
-
+/// The task API tests' daemon, with the programs they run in it.
 impl Daemon {
-    fn start(dir: &Path) -> Daemon {
-        Daemon::start_with(dir, &[])
-    }
-
-    fn start_with(dir: &Path, args: &[&str]) -> Daemon {
-        let sock = dir.join("sock");
-        let log = std::fs::File::create(dir.join("daemon.log")).expect("daemon log");
-        let child = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .arg("daemon")
-            .args(args)
-            .arg("--socket")
-            .arg(&sock)
-            .arg("--state")
-            .arg(dir.join("state.json"))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start daemon");
-        let t0 = Instant::now();
-        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sock.exists(), "daemon socket did not appear");
-        Daemon {
-            dir: dir.to_path_buf(),
-            sock,
-            child: Some(child),
-        }
-    }
-
-    fn rtbox(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_rtbox"))
-            .args(args)
-            .arg("--socket")
-            .arg(&self.sock)
-            .output()
-            .expect("run rtbox");
-        (out.status.code().unwrap_or(-1), text(&out))
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let (code, out) = self.rtbox(&["status", "--json"]);
-        assert_eq!(code, 0, "status: {out}");
-        serde_json::from_str(&out).expect("status JSON")
-    }
-
     /// The example program in box `box_name` with `args`, its library from target/release.
     fn program(&self, prog: &Path, box_name: &str, args: &[&str]) -> Command {
         let mut c = Command::new(prog);
@@ -117,22 +67,6 @@ impl Daemon {
             .env("RTBOX_SOCKET", &self.sock)
             .env("LD_LIBRARY_PATH", workspace().join("target/release"));
         c
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut d) = self.child.take() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
-            let _ = d.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!(
-                "daemon log:\n{}",
-                std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-            );
-        }
     }
 }
 
@@ -241,7 +175,7 @@ fn a_figure_2_program_in_c_runs_its_100_jobs_in_a_box() {
         Err(why) => panic!("cannot build the C example: {why}"),
     };
     let _turn = root::realtime_turn();
-    let d = Daemon::start(&dir);
+    let d = Daemon::start_in(&dir, &[]);
     // Budget 2 ms every 4 ms: the box supplies at least 3 ms in any 10 ms window (the hard
     // CBS's supply bound, delay 2 (P - Q) = 4 ms), twice the 1.5 ms a job needs.
     let (code, out) = d.rtbox(&[
@@ -468,7 +402,7 @@ fn three_heavy_tasks_meet_deadlines_under_fp_pm_and_miss_under_fp_ff() {
         let cfg = run.join("rtbox.toml");
         std::fs::write(&cfg, exsched_config(plugin, false)).expect("config");
         let _turn = root::realtime_turn();
-        let d = Daemon::start_with(&run, &["--config", cfg.to_str().unwrap()]);
+        let d = Daemon::start_in(&run, &["--config", cfg.to_str().unwrap()]);
         let canaries = [Canary::start(0), Canary::start(1)];
         let mut pids = Vec::new();
         let mut children = Vec::new();
