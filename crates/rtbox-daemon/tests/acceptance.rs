@@ -3,26 +3,16 @@
 //! generous because CI shares a 2-CPU VM. Needs root; otherwise prints why and skips.
 
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rtbox_daemon::{Runtime, RuntimeOptions, Target};
 use rtbox_harness::{acceptance_cases, percentile, run_case, spawn_hog};
 use rtbox_model::{BoxSpec, Interface, Mode, Platform};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// One test at a time (they share the CPUs and the cgroup tree); `None`, after printing why,
+/// One real-runtime test at a time, here and machine-wide; `None`, after printing why,
 /// without root.
-/// Also machine-wide (`REALTIME_LOCK`): other checkouts' suites and the experiments take turns.
-fn serial(name: &str) -> Option<(MutexGuard<'static, ()>, rtbox_linux::lock::PidLock)> {
-    if !rtbox_linux::is_root() {
-        eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
-        return None;
-    }
-    let local = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let machine = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
-    Some((local, machine))
+fn serial(name: &str) -> Option<rtbox_harness::turn::Turn> {
+    rtbox_harness::turn::root_turn(name, "real SCHED_FIFO threads, cgroups, perf")
 }
 
 fn state_file(tag: &str) -> std::path::PathBuf {

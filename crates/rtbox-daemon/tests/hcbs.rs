@@ -3,23 +3,15 @@
 //! SCHED_FIFO, real freezing. Needs root; otherwise prints why and skips. Takes the
 //! machine-wide real-runtime lock.
 
-use std::sync::{Mutex, MutexGuard};
-
 use rtbox_harness::hcbs::{
     bandwidth_case, fifo_neighbour_case, mpr_case, mpr_figures, overrun_slack, PAIRS, SHAPES,
 };
 use rtbox_harness::run_case;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial(name: &str) -> Option<(MutexGuard<'static, ()>, rtbox_linux::lock::PidLock)> {
-    if !rtbox_linux::is_root() {
-        eprintln!("{name}: skipped: needs root (real SCHED_FIFO threads, cgroups, perf)");
-        return None;
-    }
-    let local = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let machine = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
-    Some((local, machine))
+/// One real-runtime test at a time, here and machine-wide; `None`, after printing why,
+/// without root.
+fn serial(name: &str) -> Option<rtbox_harness::turn::Turn> {
+    rtbox_harness::turn::root_turn(name, "real SCHED_FIFO threads, cgroups, perf")
 }
 
 fn state_file(tag: &str) -> std::path::PathBuf {

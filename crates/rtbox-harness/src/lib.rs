@@ -10,6 +10,7 @@
 pub mod fidelity;
 pub mod hcbs;
 pub mod stopwatch;
+pub mod turn;
 
 use std::process::{Child, Command, Stdio};
 

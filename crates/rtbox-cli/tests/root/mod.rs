@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rtbox_linux::cgroup::{self, ThreadCgroups};
@@ -17,25 +16,8 @@ pub fn root_or_skip(name: &str, why: &str) -> bool {
     false
 }
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// This test's turn on the machine: one real-runtime test at a time in this process, and in
-/// every process on the machine (the machine-wide `rtbox_linux::lock::REALTIME_LOCK`, which
-/// other checkouts' suites and the experiments take too). Hold it for the whole test.
-#[allow(dead_code)]
-pub struct Turn {
-    _local: MutexGuard<'static, ()>,
-    _machine: rtbox_linux::lock::PidLock,
-}
-
-pub fn realtime_turn() -> Turn {
-    let local = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let machine = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
-    Turn {
-        _local: local,
-        _machine: machine,
-    }
-}
+#[allow(unused_imports)]
+pub use rtbox_harness::turn::{realtime_turn, Turn};
 
 /// A test's own `rtbox daemon`: socket, state file, config and log in one directory. Stopped by
 /// SIGTERM when dropped (so it restores its members; SIGKILL after 10 s), its log printed if the
