@@ -86,13 +86,9 @@ impl JournalState {
             .iter()
             .filter(|(_, g)| stopgroup::remove(&self.layout, g).is_err())
             .collect();
-        for _ in 0..GROUP_RETRIES {
-            if left.is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            left.retain(|(_, g)| stopgroup::remove(&self.layout, g).is_err());
-        }
+        retry_refused(&mut left, |(_, g)| {
+            stopgroup::remove(&self.layout, g).is_err()
+        });
         for (tid, group) in left {
             if let Err(e) = stopgroup::remove(&self.layout, group) {
                 rep.errors
@@ -117,16 +113,10 @@ impl JournalState {
             .map(|(cg, incs)| (cg, rtgrant::undo_partial(&self.layout, incs).0))
             .filter(|(_, left)| !left.is_empty())
             .collect();
-        for _ in 0..GROUP_RETRIES {
-            if grants.is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            for (_, left) in grants.iter_mut() {
-                *left = rtgrant::undo_partial(&self.layout, left).0;
-            }
-            grants.retain(|(_, left)| !left.is_empty());
-        }
+        retry_refused(&mut grants, |(_, left)| {
+            *left = rtgrant::undo_partial(&self.layout, left).0;
+            !left.is_empty()
+        });
         for (cg, left) in grants {
             if let Err(e) = rtgrant::undo(&self.layout, &left) {
                 rep.errors
@@ -150,8 +140,20 @@ impl JournalState {
     }
 }
 
-/// Retries of a stop group's removal at restore, 20 ms apart.
+/// Retries of a refused stop-group removal or RT-runtime take-back at restore, 20 ms apart.
 const GROUP_RETRIES: usize = 50;
+
+/// Retries `refused` on each of `items` every 20 ms, [`GROUP_RETRIES`] times at most, keeping
+/// the items the kernel still refuses (an exiting thread holds its cgroups for a moment).
+fn retry_refused<T>(items: &mut Vec<T>, mut refused: impl FnMut(&mut T) -> bool) {
+    for _ in 0..GROUP_RETRIES {
+        if items.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        items.retain_mut(&mut refused);
+    }
+}
 
 /// The state file on disk.
 #[derive(Debug, Clone)]
