@@ -512,11 +512,11 @@ impl Members {
     pub fn finish(&mut self) {
         self.attachments.clear();
         self.release_empty_processes();
+        // Also removes `<v2>/rtbox` and sweeps orphaned stop groups (`remove_rtbox_root`).
         let rep = self.jstate.restore_all();
         for e in &rep.errors {
             tracing::warn!(error = %e, "shutdown: restore failed");
         }
-        cgroup::remove_rtbox_root(&self.layout);
         let _ = self.journal.clear();
     }
 
