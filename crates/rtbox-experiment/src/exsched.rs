@@ -21,7 +21,8 @@ use crate::plot::{line_plot_svg, Series};
 use crate::pool::run_indexed;
 
 const MS: Nanos = 1_000_000;
-const BOX: &str = "exsched";
+/// The box every set runs in.
+pub const BOX: &str = "exsched";
 
 /// One panel of the figure.
 #[derive(Debug, Clone)]
@@ -81,17 +82,30 @@ pub fn seed_task_set(rng: &mut Rng, umin: f64, umax: f64, total: f64) -> Vec<Tas
 
 /// The system of one set under one plug-in: m whole CPUs, one box over all of them.
 pub fn system_for(cpus: u32, plugin: PluginKind, tasks: Vec<TaskSpec>) -> System {
-    let platform = Platform::new(CpuSet::first(cpus), Bandwidth::ONE).expect("a cap of 1 is valid");
-    let mut b = BoxSpec::new(
-        BOX,
-        Interface::PerCpu {
-            budget: 100 * MS,
-            period: 100 * MS,
-        },
-    );
+    system_in(cpus, plugin, tasks, WHOLE_CPUS, Bandwidth::ONE).expect("whole CPUs admit the box")
+}
+
+/// Whole CPUs: the seed's platform (budget = period).
+pub const WHOLE_CPUS: Interface = Interface::PerCpu {
+    budget: 100 * MS,
+    period: 100 * MS,
+};
+
+/// The system of one set under one plug-in in one box of interface `iface` on CPUs 0..m, on a
+/// platform whose cap is `cap` (the real kernel's runs use a box smaller than whole CPUs:
+/// `rtbox_harness::exsched`). Errors if the box is not admitted.
+pub fn system_in(
+    cpus: u32,
+    plugin: PluginKind,
+    tasks: Vec<TaskSpec>,
+    iface: Interface,
+    cap: Bandwidth,
+) -> Result<System, String> {
+    let platform = Platform::new(CpuSet::first(cpus), cap).map_err(|e| e.to_string())?;
+    let mut b = BoxSpec::new(BOX, iface);
     b.plugin = Some(plugin);
     b.placement = plugin.placement();
-    System::new(platform, vec![b], tasks).expect("whole CPUs admit the box")
+    System::new(platform, vec![b], tasks).map_err(|e| e.to_string())
 }
 
 /// Whether the set meets every deadline under `plugin` in `duration` of simulated time.
@@ -101,13 +115,18 @@ pub fn meets_all_deadlines(
     tasks: &[TaskSpec],
     duration: Nanos,
 ) -> bool {
-    let sys = system_for(cpus, plugin, tasks.to_vec());
+    simulated_misses(&system_for(cpus, plugin, tasks.to_vec()), duration) == Some(0)
+}
+
+/// Deadline misses of `sys` in `duration` of simulated time from a synchronous release
+/// (`None`: the simulation failed).
+pub fn simulated_misses(sys: &System, duration: Nanos) -> Option<u64> {
     let opts = SimOptions {
         duration,
         supply_windows: false,
         ..SimOptions::default()
     };
-    simulate(&sys, &opts).is_ok_and(|r| r.total_misses() == 0)
+    simulate(sys, &opts).ok().map(|r| r.total_misses())
 }
 
 /// Runs every panel; `progress(done, total)` after each set.

@@ -38,7 +38,44 @@ pub fn curve_plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Serie
     )
 }
 
+/// Draws `measured` and `reference` ratios in y [0, 1]: pair k shares a colour, measured
+/// solid, reference dashed (e.g. real-kernel runs against the simulator on the same sets).
+pub fn paired_plot_svg(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    measured: &[Series],
+    reference: &[Series],
+) -> String {
+    let n = measured.len();
+    let all: Vec<Series> = measured
+        .iter()
+        .chain(reference)
+        .map(|s| Series {
+            name: s.name,
+            points: s.points.clone(),
+        })
+        .collect();
+    plot_styled(title, x_label, y_label, &all, 1.0, &|k| {
+        (COLORS[(k % n.max(1)) % COLORS.len()], k >= n)
+    })
+}
+
 fn plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series], y1: f64) -> String {
+    plot_styled(title, x_label, y_label, series, y1, &|k| {
+        (COLORS[k % COLORS.len()], false)
+    })
+}
+
+/// `style(k)`: series k's colour and whether it is dashed.
+fn plot_styled(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    y1: f64,
+    style: &dyn Fn(usize) -> (&'static str, bool),
+) -> String {
     let ratio = y1 == 1.0;
     let (w, h) = (720.0, 440.0);
     let (left, right, top, bottom) = (70.0, 170.0, 40.0, 60.0);
@@ -108,14 +145,19 @@ fn plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series], y1: f6
         esc(y_label)
     ));
     for (k, ser) in series.iter().enumerate() {
-        let color = COLORS[k % COLORS.len()];
+        let (color, dashed) = style(k);
+        let dash = if dashed {
+            " stroke-dasharray=\"6 4\""
+        } else {
+            ""
+        };
         let pts: Vec<String> = ser
             .points
             .iter()
             .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
             .collect();
         s.push_str(&format!(
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\n",
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{dash} points=\"{}\"/>\n",
             pts.join(" ")
         ));
         for &(x, y) in ser.points.iter().filter(|_| ratio) {
@@ -127,7 +169,7 @@ fn plot_svg(title: &str, x_label: &str, y_label: &str, series: &[Series], y1: f6
         }
         let ly = top + 10.0 + 20.0 * k as f64;
         s.push_str(&format!(
-            "<line x1=\"{0}\" y1=\"{ly}\" x2=\"{1}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"2\"/>\n<text x=\"{2}\" y=\"{3}\">{4}</text>\n",
+            "<line x1=\"{0}\" y1=\"{ly}\" x2=\"{1}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"2\"{dash}/>\n<text x=\"{2}\" y=\"{3}\">{4}</text>\n",
             left + pw + 12.0,
             left + pw + 36.0,
             left + pw + 42.0,

@@ -460,7 +460,7 @@ pub fn rt_app_present() -> bool {
 
 /// One SCHED_FIFO 99 thread pinned to `cpu`, waking every 1 ms on an absolute timer until
 /// `stop`, recording every wake-up later than [`CANARY_RECORD`].
-fn canary(cpu: u32, stop: Arc<AtomicBool>, late: Arc<Mutex<Vec<Late>>>) {
+pub(crate) fn canary(cpu: u32, stop: Arc<AtomicBool>, late: Arc<Mutex<Vec<Late>>>) {
     let tid = sched::gettid();
     let _ = sched::set_affinity(tid, &[cpu]);
     let _ = sched::set_attr(tid, &SchedAttr::fifo(99));
@@ -491,15 +491,49 @@ fn children_cpu_ns() -> u64 {
 
 /// A daemon this run started; stopped whatever happens ([`crate::stopwatch::stop_daemon`]:
 /// SIGTERM, 10 s, then recorded, released and killed, never waited for without bound).
-struct Daemon {
+pub(crate) struct Daemon {
     child: std::process::Child,
     record: PathBuf,
     hung: Option<String>,
 }
 
 impl Daemon {
+    /// `rtbox daemon --config cfg` with its socket (`dir/sock`), journal and log in `dir`;
+    /// returns once the socket exists (at most 10 s).
+    pub(crate) fn start(rtbox: &Path, cfg: &Path, dir: &Path) -> Result<Daemon, String> {
+        let sock = dir.join("sock");
+        let daemon = Daemon {
+            record: dir.join("daemon-stop-hung.txt"),
+            hung: None,
+            child: Command::new(rtbox)
+                .arg("daemon")
+                .arg("--config")
+                .arg(cfg)
+                .arg("--socket")
+                .arg(&sock)
+                .arg("--state")
+                .arg(dir.join("state.json"))
+                .stderr(std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?)
+                .spawn()
+                .map_err(|e| format!("daemon: {e}"))?,
+        };
+        let t0 = Instant::now();
+        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !sock.exists() {
+            drop(daemon);
+            let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+            return Err(format!(
+                "daemon did not start: {}",
+                log.lines().last().unwrap_or("no log")
+            ));
+        }
+        Ok(daemon)
+    }
+
     /// Stops it now; what its threads did when the stop did not finish.
-    fn stop(&mut self) -> Option<String> {
+    pub(crate) fn stop(&mut self) -> Option<String> {
         if self.hung.is_none() && matches!(self.child.try_wait(), Ok(None)) {
             let out = crate::stopwatch::stop_daemon(
                 &mut self.child,
@@ -558,33 +592,7 @@ pub fn run(
         std::fs::write(dir.join(format!("{b}.json")), json).map_err(|e| e.to_string())?;
     }
     let sock = dir.join("sock");
-    let mut daemon = Daemon {
-        record: dir.join("daemon-stop-hung.txt"),
-        hung: None,
-        child: Command::new(rtbox)
-            .arg("daemon")
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(&sock)
-            .arg("--state")
-            .arg(dir.join("state.json"))
-            .stderr(std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?)
-            .spawn()
-            .map_err(|e| format!("daemon: {e}"))?,
-    };
-    let t0 = Instant::now();
-    while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if !sock.exists() {
-        drop(daemon);
-        let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
-        return Err(format!(
-            "daemon did not start: {}",
-            log.lines().last().unwrap_or("no log")
-        ));
-    }
+    let mut daemon = Daemon::start(rtbox, &cfg, dir)?;
     let stop = Arc::new(AtomicBool::new(false));
     let late = Arc::new(Mutex::new(Vec::new()));
     let canaries: Vec<_> = (0..2)

@@ -7,6 +7,7 @@
 //! the short CI versions in `rtbox-daemon/tests/acceptance.rs`. Everything is restored at the
 //! end of a case. Not part of the daemon: nothing here runs in production.
 
+pub mod exsched;
 pub mod fidelity;
 pub mod hcbs;
 pub mod stopwatch;

@@ -333,9 +333,13 @@ impl PeriodicTask {
         Ok(())
     }
 
-    /// Declares the timing to the daemon and releases the first job `timeout_ns` from now
-    /// (returning at that release). The seed's `rt_run(timeout)`.
+    /// Declares the timing to the daemon and releases the first job `timeout_ns` after the
+    /// call (returning at that release). The seed's `rt_run(timeout)`. Counted from the call,
+    /// not from the daemon's answer (which waits for its loop, a few ms): threads that pass
+    /// the same instant minus their own clock reading release their first jobs together
+    /// (experiments/exsched-set.c). A release the answer came too late for starts at once.
     pub fn run(&mut self, timeout_ns: u64) -> Result<(), TaskError> {
+        let called = rtbox_linux::monotonic_ns();
         self.expect("rt_run", &[State::Entered], "rt_enter first; rt_run once")?;
         let (Some(wcet), Some(period)) = (self.wcet, self.period) else {
             return Err(TaskError::State {
@@ -359,7 +363,7 @@ impl PeriodicTask {
             priority: self.priority,
         })?;
         self.declared = d;
-        let first = rtbox_linux::monotonic_ns() + timeout_ns;
+        let first = called + timeout_ns;
         let page = self.page.as_ref().expect("entered tasks have a page");
         page.start(first);
         page.set_state(PageState::Running);

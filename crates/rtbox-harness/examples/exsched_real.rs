@@ -1,0 +1,239 @@
+//! Seed 001's Figure 11 on the real kernel (see `rtbox_harness::exsched`).
+//!
+//! `exsched_real run RTBOX WORKER OUTDIR FIRST COUNT MS [BUDGET_S]`: sets FIRST..FIRST+COUNT of every
+//! point, each under every plug-in for MS milliseconds, appended to OUTDIR/real.csv (rows
+//! already there are skipped, so a sweep runs in chunks). Takes the machine-wide real-runtime
+//! lock for the chunk and starts no new run after BUDGET_S seconds (default 540).
+//!
+//! `exsched_real plot OUTDIR`: OUTDIR/fig11-real-m2.svg (real solid, simulated in the same box
+//! dashed) and a markdown summary on stdout.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rtbox_experiment::plot::{paired_plot_svg, Series};
+use rtbox_harness::exsched::{self, alpha, draw, run_real, simulated, BOX_BUDGET, BOX_PERIOD};
+use rtbox_model::PluginKind;
+
+const SEED: u64 = 2012;
+const UMIN: f64 = 0.1;
+const UMAX: f64 = 1.0;
+/// Points x (W = x * m * alpha).
+const LOADS: [f64; 7] = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+const HEADER: &str = "load,set,plugin,tasks,jobs,real,misses,own,daemon_misses,background,canary_worst_us,sim_box_misses,sim_whole_misses";
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    match a.get(1).map(String::as_str) {
+        Some("run") if a.len() >= 8 => run(&a),
+        Some("plot") if a.len() >= 3 => plot(Path::new(&a[2])),
+        _ => {
+            eprintln!("usage: exsched_real run RTBOX WORKER OUTDIR FIRST COUNT MS [BUDGET_S] | plot OUTDIR");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run(a: &[String]) {
+    if !rtbox_linux::is_root() {
+        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+        return;
+    }
+    let (rtbox, worker, out) = (
+        PathBuf::from(&a[2]),
+        PathBuf::from(&a[3]),
+        PathBuf::from(&a[4]),
+    );
+    let num = |i: usize, d: u64| a.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+    let (first, count, ms, budget) = (num(5, 0), num(6, 1), num(7, 2000), num(8, 540));
+    std::fs::create_dir_all(&out).expect("output directory");
+    let csv = out.join("real.csv");
+    let done: Vec<String> = std::fs::read_to_string(&csv)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
+        .collect();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&csv)
+        .expect("real.csv");
+    if done.is_empty() {
+        writeln!(file, "{HEADER}").unwrap();
+    }
+    let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
+    let t0 = Instant::now();
+    eprintln!(
+        "# box {} us / {} us on CPUs 0-1 (alpha {:.2}), U in [{UMIN}, {UMAX}], {ms} ms per run",
+        BOX_BUDGET / 1000,
+        BOX_PERIOD / 1000,
+        alpha()
+    );
+    let dir = std::env::temp_dir().join(format!("rtbox-exsched-{}", std::process::id()));
+    'sets: for set in first..first + count {
+        for (p, &load) in LOADS.iter().enumerate() {
+            let tasks = draw(SEED, p as u64, set, load, UMIN, UMAX);
+            for kind in PluginKind::ALL {
+                let key = format!("{load:.1},{set},{}", kind.name());
+                if done.contains(&key) {
+                    continue;
+                }
+                if t0.elapsed().as_secs() >= budget {
+                    eprintln!("# time budget of {budget} s used; stopping at {key}");
+                    break 'sets;
+                }
+                let (sb, sw) = simulated(kind, &tasks, ms * 1_000_000);
+                let fmt = |m: Option<u64>| m.map_or("err".to_string(), |m| m.to_string());
+                let row = match run_real(&rtbox, &worker, kind, &tasks, ms * 1_000_000, &dir) {
+                    Ok(o) => format!(
+                        "{key},{},{},{},{},{},{},{},{},{},{}",
+                        tasks.len(),
+                        o.jobs,
+                        o.verdict(),
+                        o.misses,
+                        o.own,
+                        o.daemon_misses,
+                        o.background,
+                        o.canary_worst / 1000,
+                        fmt(sb),
+                        fmt(sw)
+                    ),
+                    Err(e) => {
+                        eprintln!("# {key}: {e}");
+                        format!(
+                            "{key},{},0,error,0,0,0,0,0,{},{}",
+                            tasks.len(),
+                            fmt(sb),
+                            fmt(sw)
+                        )
+                    }
+                };
+                eprintln!("{row}");
+                writeln!(file, "{row}").unwrap();
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("# chunk took {:.0} s", t0.elapsed().as_secs_f64());
+}
+
+/// Per plug-in and load: (sets, real ok, real stall-only, sim-in-box ok, sim-whole ok).
+type Tally = BTreeMap<(String, String), [u32; 5]>;
+
+fn plot(out: &Path) {
+    let text = std::fs::read_to_string(out.join("real.csv")).expect("real.csv");
+    // Only sets run at every point under every plug-in (a chunk's time budget may stop
+    // inside a set).
+    let mut rows_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in text.lines().skip(1) {
+        *rows_of
+            .entry(l.split(',').nth(1).unwrap_or(""))
+            .or_default() += 1;
+    }
+    let complete = LOADS.len() * PluginKind::ALL.len();
+    let mut t: Tally = BTreeMap::new();
+    for l in text.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() < 13 || f[5] == "error" || rows_of.get(f[1]) != Some(&complete) {
+            continue;
+        }
+        let e = t.entry((f[2].to_string(), f[0].to_string())).or_default();
+        let n = |i: usize| f[i].parse::<u64>().unwrap_or(u64::MAX);
+        let v = exsched::verdict(n(8), n(7));
+        e[0] += 1;
+        e[1] += u32::from(v == "ok");
+        e[2] += u32::from(v == "stall");
+        e[3] += u32::from(f[11] == "0");
+        e[4] += u32::from(f[12] == "0");
+    }
+    let names: Vec<&str> = PluginKind::ALL.iter().map(|k| k.name()).collect();
+    let curve = |name: &str, col: usize, stall_ok: bool| -> Vec<(f64, f64)> {
+        t.iter()
+            .filter(|((p, _), _)| p == name)
+            .map(|((_, load), e)| {
+                let ok = e[col] + if stall_ok { e[2] } else { 0 };
+                (load.parse().unwrap_or(0.0), f64::from(ok) / f64::from(e[0]))
+            })
+            .collect()
+    };
+    let real_names: Vec<String> = names.iter().map(|n| format!("{n} real")).collect();
+    let sim_names: Vec<String> = names.iter().map(|n| format!("{n} sim")).collect();
+    let real: Vec<Series> = names
+        .iter()
+        .zip(&real_names)
+        .map(|(n, l)| Series {
+            name: l,
+            points: curve(n, 1, false),
+        })
+        .collect();
+    let sim: Vec<Series> = names
+        .iter()
+        .zip(&sim_names)
+        .map(|(n, l)| Series {
+            name: l,
+            points: curve(n, 3, false),
+        })
+        .collect();
+    let sets = t.values().map(|e| e[0]).max().unwrap_or(0);
+    let svg = paired_plot_svg(
+        &format!(
+            "2 CPUs, real kernel vs simulator, U in [10 %, 100 %], {sets} sets per point, box {:.2}",
+            alpha()
+        ),
+        "total utilization W / (m alpha)",
+        "fraction of sets meeting all deadlines",
+        &real,
+        &sim,
+    );
+    std::fs::write(out.join("fig11-real-m2.svg"), svg).expect("svg");
+    println!("| W / (m alpha) | sets | {} |", names.join(" | "));
+    println!("|---|---|{}", "---|".repeat(names.len()));
+    let loads: Vec<String> = {
+        let mut l: Vec<String> = t.keys().map(|k| k.1.clone()).collect();
+        l.dedup();
+        l.sort();
+        l.dedup();
+        l
+    };
+    for load in &loads {
+        let n = t
+            .get(&(names[0].to_string(), load.clone()))
+            .map_or(0, |e| e[0]);
+        let cells: Vec<String> = names
+            .iter()
+            .map(|p| {
+                t.get(&(p.to_string(), load.clone()))
+                    .map_or("-".into(), |e| {
+                        format!("{} ({}) / {} / {}", e[1], e[2], e[3], e[4])
+                    })
+            })
+            .collect();
+        println!("| {load} | {n} | {} |", cells.join(" | "));
+    }
+    println!("\ncells: real ok (runs whose every miss fell in a machine stall, counted apart: in parentheses) / simulated in the same box ok / simulated on whole CPUs ok");
+    let mean = |name: &str, col: usize| -> f64 {
+        let (ok, n) = t
+            .iter()
+            .filter(|((p, _), _)| p == name)
+            .fold((0, 0), |(o, n), (_, e)| (o + e[col], n + e[0]));
+        f64::from(ok) / f64::from(n.max(1))
+    };
+    for (col, what) in [
+        (1, "real"),
+        (3, "simulated, same box"),
+        (4, "simulated, whole CPUs"),
+    ] {
+        let mut order: Vec<(&str, f64)> = names.iter().map(|n| (*n, mean(n, col))).collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1));
+        println!(
+            "mean ratio, {what}, best first: {}",
+            order
+                .iter()
+                .map(|(n, m)| format!("{n} {m:.3}"))
+                .collect::<Vec<_>>()
+                .join(" > ")
+        );
+    }
+}
