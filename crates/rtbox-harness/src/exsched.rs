@@ -9,8 +9,8 @@
 //! kernel lets real-time threads use 95 % of each CPU, and admission counts the enforcement
 //! loop's steps beside the reservations (`rtbox_model::admit_with_loop`). The box is
 //! [`BOX_BUDGET`] every [`BOX_PERIOD`] on CPUs 0-1 (alpha = 0.88 per CPU), the largest budget
-//! admitted with 5 ms servers and the daemon's default sensor: 0.88 + 2 x 100 us / 5 ms + a
-//! 100 us poll every 4 ms = 0.945 <= 0.95. The sets' total utilization is drawn relative to
+//! to 0.1 ms admitted with 5 ms servers and the daemon's default sensor: 0.88 + 2 x 100 us /
+//! 5 ms + a 100 us poll every 4 ms = 0.945 <= 0.95 (the limit is 4.425 ms). The sets' total utilization is drawn relative to
 //! that supply: at point x, W = x * 2 * 0.88 (the seed's x axis is W / m on whole CPUs).
 //!
 //! A run succeeds when no job missed its deadline. A run whose every miss falls inside a
@@ -307,6 +307,26 @@ mod tests {
         };
         assert!(check(BOX_BUDGET / 1000));
         assert!(!check(BOX_BUDGET / 1000 + 50));
+    }
+
+    #[test]
+    fn three_5_5_ms_tasks_need_more_than_the_largest_admitted_box() {
+        // The seed's heavy case: FP-PM schedules it on whole CPUs, but in the largest box
+        // admitted here (alpha 0.88) its split fails the RTA on the box's supply and the third
+        // task runs in the background; at C = 4.8 ms (the root test's case) it fits.
+        let three = |c: Nanos| -> Vec<TaskSpec> {
+            (0..3)
+                .map(|i| TaskSpec {
+                    box_name: Some(BOX.into()),
+                    ..TaskSpec::periodic(format!("t{i}"), c, 10_000_000)
+                })
+                .collect()
+        };
+        let (boxed, whole) = simulated(PluginKind::FpPm, &three(5_500_000), 200_000_000);
+        assert_eq!(whole, Some(0));
+        assert!(boxed.is_some_and(|m| m > 0), "{boxed:?}");
+        let (boxed, _) = simulated(PluginKind::FpPm, &three(4_800_000), 200_000_000);
+        assert_eq!(boxed, Some(0));
     }
 
     #[test]
