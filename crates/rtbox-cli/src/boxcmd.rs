@@ -39,6 +39,10 @@ pub struct BoxArgs {
     pub placement: Option<String>,
     #[arg(long)]
     pub mode: Option<String>,
+    /// A scheduler plug-in over the box's periodic tasks: fp, fp-ff, fp-pm, g-fp or fp-us
+    /// (docs/exsched.md); needs policy fifo (the default) and takes the plug-in's placement.
+    #[arg(long)]
+    pub plugin: Option<String>,
     /// A user (name or uid) who, besides root, may attach its own processes to the box and
     /// its children; repeat for several. On `set`, no --user keeps the box's users.
     #[arg(long = "user", value_name = "USER")]
@@ -72,6 +76,7 @@ fn to_req(a: BoxArgs) -> Result<BoxReq, String> {
         policy: a.policy,
         placement: a.placement,
         mode: a.mode,
+        plugin: a.plugin,
         users: (!users.is_empty()).then_some(users),
     })
 }

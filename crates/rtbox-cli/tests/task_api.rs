@@ -502,3 +502,86 @@ fn three_heavy_tasks_meet_deadlines_under_fp_pm_and_miss_under_fp_ff() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 16: `rtbox box create --plugin` makes a plug-in box over the socket (no config file),
+/// with precise refusals that change nothing, and the daemon drives it: a periodic task that
+/// enters it gets the plug-in's verdict and vCPU in status.
+#[test]
+fn box_create_makes_a_plugin_box_the_daemon_drives() {
+    if !root_or_skip(
+        "box_create_makes_a_plugin_box_the_daemon_drives",
+        "runs the daemon and a real-time task",
+    ) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rtbox-test-plugin-box-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let prog = match build_program(&dir) {
+        Ok(p) => p,
+        Err(why) => panic!("cannot build the C example: {why}"),
+    };
+    let _turn = root::realtime_turn();
+    let d = Daemon::start_in(&dir, &[]);
+    let create = |extra: &[&str]| {
+        let mut a = vec![
+            "box", "create", "pm", "--budget", "4ms", "--period", "5ms", "--cpus", "0-1",
+        ];
+        a.extend_from_slice(extra);
+        d.rtbox(&a)
+    };
+    for (extra, why) in [
+        (
+            &["--plugin", "dm-pm"][..],
+            "box \"pm\": plugin: \"dm-pm\" is not one of fp, fp-ff, fp-pm, g-fp, fp-us",
+        ),
+        (
+            &["--plugin", "fp-pm", "--policy", "edf"][..],
+            "box \"pm\": policy = \"edf\" cannot run plugin \"fp-pm\"",
+        ),
+        (
+            &["--plugin", "fp-ff", "--placement", "global"][..],
+            "box \"pm\": placement = \"global\" conflicts with plugin \"fp-ff\", which needs placement = \"pinned\"",
+        ),
+    ] {
+        let (code, out) = create(extra);
+        assert_ne!(code, 0, "{extra:?}: {out}");
+        assert!(out.contains(why), "{extra:?}: {out}");
+        assert_eq!(d.status()["boxes"], serde_json::json!([]), "{extra:?}");
+    }
+    let (code, out) = create(&["--plugin", "fp-pm"]);
+    assert_eq!(code, 0, "{out}");
+    let v = d.status();
+    let b = &v["boxes"][0];
+    assert_eq!(
+        (&b["name"], &b["plugin"], &b["placement"], &b["policy"]),
+        (
+            &"pm".into(),
+            &"fp-pm".into(),
+            &"pinned".into(),
+            &"fifo".into()
+        ),
+        "{v}"
+    );
+    // One task of 1 ms every 10 ms: the plug-in admits it on a vCPU.
+    let child = d
+        .program(&prog, "pm", &["60", "1000", "1000", "10000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start example");
+    let pid = child.id() as i64;
+    std::thread::sleep(Duration::from_millis(300));
+    let mid = d.status();
+    let pl = &task_of(&mid, pid)["plugin"];
+    assert_eq!(
+        (&pl["name"], &pl["verdict"]),
+        (&"fp-pm".into(), &"guaranteed".into()),
+        "{mid}"
+    );
+    assert!(pl["cpu"].as_u64().is_some_and(|c| c <= 1), "{mid}");
+    let out = child.wait_with_output().expect("example ends");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(task_of(&d.status(), pid)["completed"], 60);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use rtbox_model::{
     parse_control_string, parse_duration, Arrival, Bandwidth, BoxSpec, CpuSet, Interface, Mode,
-    ModelError, Nanos, Placement, Platform, PluginKind, Policy, ServerSpec, Subject, System,
-    TaskSpec, DEFAULT_CAP,
+    ModelError, Nanos, Placement, Platform, PluginConflict, PluginKind, Policy, ServerSpec,
+    Subject, System, TaskSpec, DEFAULT_CAP,
 };
 use toml::Value;
 
@@ -373,35 +373,22 @@ fn plugin(lines: &mut Lines, s: &Subject, raw: &RawBox) -> Result<Option<PluginK
             ),
         ));
     };
-    if let Some(p) = &raw.policy {
-        if p.get_ref() != Policy::Fifo.name() {
-            return Err(lines.error(
-                s,
-                "policy",
-                p.span(),
-                format!(
-                    "= \"{}\" cannot run plugin \"{}\": plug-ins schedule by fixed priority, use policy = \"fifo\" or leave it out",
-                    p.get_ref(),
-                    kind.name()
-                ),
-            ));
-        }
-    }
-    if let Some(p) = &raw.placement {
-        let needed = kind.placement();
-        if p.get_ref() != needed.name() {
-            return Err(lines.error(
-                s,
-                "placement",
-                p.span(),
-                format!(
-                    "= \"{}\" conflicts with plugin \"{}\", which needs placement = \"{}\" (leave placement out)",
-                    p.get_ref(),
-                    kind.name(),
-                    needed.name()
-                ),
-            ));
-        }
+    // The rule is the model's (`PluginKind::check_box`); an unknown name is reported by the
+    // field's own check.
+    let policy = raw
+        .policy
+        .as_ref()
+        .and_then(|p| Policy::from_name(p.get_ref()));
+    let placement = raw
+        .placement
+        .as_ref()
+        .and_then(|p| Placement::from_name(p.get_ref()));
+    if let Err(e) = kind.check_box(policy, placement) {
+        let span = match e {
+            PluginConflict::Policy { .. } => raw.policy.as_ref().map(|p| p.span()),
+            PluginConflict::Placement { .. } => raw.placement.as_ref().map(|p| p.span()),
+        };
+        return Err(lines.error(s, e.field(), span.unwrap_or_default(), e.to_string()));
     }
     Ok(Some(kind))
 }

@@ -870,6 +870,7 @@ fn dispatch(
                         "mode": b.mode.name(),
                         "placement": b.placement.name(),
                         "policy": b.policy.name(),
+                        "plugin": b.plugin.map(|k| k.name()),
                         "users": access.users(&b.name),
                         "members": rt.member_tids(&b.name),
                         "stops": crate::status::member_stops(rt, &b.name),

@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use rtbox_model::{
-    parse_control_string, parse_duration, BoxSpec, CpuSet, Interface, Mode, Placement, Policy,
+    parse_control_string, parse_duration, BoxSpec, CpuSet, Interface, Mode, Placement, PluginKind,
+    Policy,
 };
 
 /// A box as a request describes it. Exactly one of: `budget`+`period` (the same server on every
@@ -36,6 +37,11 @@ pub struct BoxReq {
     pub placement: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// A scheduler plug-in over the box's periodic tasks (`fp`, `fp-ff`, `fp-pm`, `g-fp`,
+    /// `fp-us`; docs/exsched.md). The policy must be `fifo` or left out; the placement is the
+    /// plug-in's unless given (and then must be it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
     /// User ids besides root who may attach their own processes to the box and its children;
     /// on `set`, absent keeps the box's users.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +208,22 @@ impl BoxReq {
             spec.mode = Mode::from_name(m)
                 .ok_or_else(|| field_err(n, "mode", format!("\"{m}\" is not hard or reclaim")))?;
         }
+        if let Some(p) = &self.plugin {
+            let kind = PluginKind::from_name(p).ok_or_else(|| {
+                field_err(
+                    n,
+                    "plugin",
+                    format!("\"{p}\" is not one of {}", PluginKind::NAMES.join(", ")),
+                )
+            })?;
+            kind.check_box(
+                self.policy.is_some().then_some(spec.policy),
+                self.placement.is_some().then_some(spec.placement),
+            )
+            .map_err(|e| format!("box \"{n}\": {} {e}", e.field()))?;
+            spec.placement = kind.placement();
+            spec.plugin = Some(kind);
+        }
         Ok(spec)
     }
 }
@@ -264,6 +286,53 @@ mod tests {
             ..Default::default()
         };
         assert!(mode.to_spec().unwrap_err().contains("mode"));
+    }
+
+    #[test]
+    fn a_box_request_can_name_a_plugin_and_conflicts_are_named() {
+        let r = parse_request(
+            r#"{"op":"create","box":{"name":"P","budget":"4ms","period":"5ms","cpus":"0-1","plugin":"fp-pm"}}"#,
+        )
+        .unwrap();
+        let Request::Create { spec } = r else {
+            panic!()
+        };
+        let s = spec.to_spec().unwrap();
+        assert_eq!(s.plugin, Some(PluginKind::FpPm));
+        assert_eq!(s.placement, Placement::Pinned);
+        assert_eq!(s.policy, Policy::Fifo);
+        let req = |plugin: &str, policy: Option<&str>, placement: Option<&str>| BoxReq {
+            name: "P".into(),
+            budget: Some("4ms".into()),
+            period: Some("5ms".into()),
+            plugin: Some(plugin.into()),
+            policy: policy.map(Into::into),
+            placement: placement.map(Into::into),
+            ..Default::default()
+        };
+        // `fp` is global.
+        assert_eq!(
+            req("fp", Some("fifo"), None).to_spec().unwrap().placement,
+            Placement::Global
+        );
+        let e = req("dm-pm", None, None).to_spec().unwrap_err();
+        assert_eq!(
+            e,
+            "box \"P\": plugin: \"dm-pm\" is not one of fp, fp-ff, fp-pm, g-fp, fp-us"
+        );
+        let e = req("fp-pm", Some("edf"), None).to_spec().unwrap_err();
+        assert!(
+            e.starts_with("box \"P\": policy = \"edf\" cannot run plugin \"fp-pm\""),
+            "{e}"
+        );
+        let e = req("fp-ff", None, Some("global")).to_spec().unwrap_err();
+        assert!(
+            e.contains("placement = \"global\" conflicts with plugin \"fp-ff\", which needs placement = \"pinned\""),
+            "{e}"
+        );
+        // A bad policy name is the policy's own error, before the plug-in's.
+        let e = req("fp-ff", Some("rr"), None).to_spec().unwrap_err();
+        assert!(e.contains("\"rr\" is not fifo"), "{e}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use hostload::{
     HostCpu, HostLoad, MAX_RUNTIME_PERIOD, STOP_LATENCY,
 };
 pub use placement::{least_loaded_vcpu, PinPlan};
-pub use plugin::PluginKind;
+pub use plugin::{PluginConflict, PluginKind};
 pub use priority::{
     deadline_monotonic_cmp, deadline_monotonic_order, fifo_priorities, priority_levels,
     FifoPriorityError,

@@ -4,7 +4,9 @@
 //! plug-ins themselves are in `rtbox_core::plugin`, their admission tests in
 //! `rtbox_analysis::plugin`.
 
-use crate::system::Placement;
+use std::fmt;
+
+use crate::system::{Placement, Policy};
 
 /// A built-in plug-in, selected by a box's `plugin` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,6 +58,79 @@ impl PluginKind {
             _ => Placement::Pinned,
         }
     }
+
+    /// The box policy the plug-in needs: plug-ins rank members by fixed priority.
+    pub fn policy(self) -> Policy {
+        Policy::Fifo
+    }
+
+    /// Rule: a box runs a plug-in only with the policy and placement the plug-in needs
+    /// ([`PluginKind::policy`], [`PluginKind::placement`]); `None` is a field left out, which
+    /// takes the plug-in's. Every front end (configuration, socket) checks a box here.
+    pub fn check_box(
+        self,
+        policy: Option<Policy>,
+        placement: Option<Placement>,
+    ) -> Result<(), PluginConflict> {
+        if let Some(p) = policy.filter(|&p| p != self.policy()) {
+            return Err(PluginConflict::Policy {
+                plugin: self,
+                policy: p,
+            });
+        }
+        if let Some(p) = placement.filter(|&p| p != self.placement()) {
+            return Err(PluginConflict::Placement {
+                plugin: self,
+                placement: p,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A box field that contradicts its plug-in ([`PluginKind::check_box`]). Displayed as the
+/// text after the field's value: `"edf" cannot run plugin "fp-pm": ...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginConflict {
+    Policy {
+        plugin: PluginKind,
+        policy: Policy,
+    },
+    Placement {
+        plugin: PluginKind,
+        placement: Placement,
+    },
+}
+
+impl PluginConflict {
+    /// The box field at fault.
+    pub fn field(&self) -> &'static str {
+        match self {
+            PluginConflict::Policy { .. } => "policy",
+            PluginConflict::Placement { .. } => "placement",
+        }
+    }
+}
+
+impl fmt::Display for PluginConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PluginConflict::Policy { plugin, policy } => write!(
+                f,
+                "= \"{}\" cannot run plugin \"{}\": plug-ins schedule by fixed priority, use policy = \"{}\" or leave it out",
+                policy.name(),
+                plugin.name(),
+                plugin.policy().name()
+            ),
+            PluginConflict::Placement { plugin, placement } => write!(
+                f,
+                "= \"{}\" conflicts with plugin \"{}\", which needs placement = \"{}\" (leave placement out)",
+                placement.name(),
+                plugin.name(),
+                plugin.placement().name()
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -69,5 +144,30 @@ mod tests {
         }
         assert_eq!(PluginKind::from_name("edf"), None);
         assert_eq!(PluginKind::NAMES.len(), PluginKind::ALL.len());
+    }
+
+    #[test]
+    fn a_box_needs_fifo_and_the_plugins_placement() {
+        let pm = PluginKind::FpPm;
+        assert_eq!(pm.check_box(None, None), Ok(()));
+        assert_eq!(
+            pm.check_box(Some(Policy::Fifo), Some(Placement::Pinned)),
+            Ok(())
+        );
+        let e = pm.check_box(Some(Policy::Edf), None).unwrap_err();
+        assert_eq!(e.field(), "policy");
+        assert!(
+            e.to_string()
+                .starts_with("= \"edf\" cannot run plugin \"fp-pm\""),
+            "{e}"
+        );
+        let e = PluginKind::Fp
+            .check_box(None, Some(Placement::Pinned))
+            .unwrap_err();
+        assert_eq!(e.field(), "placement");
+        assert!(
+            e.to_string().contains("needs placement = \"global\""),
+            "{e}"
+        );
     }
 }
