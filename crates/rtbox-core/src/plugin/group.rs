@@ -139,6 +139,27 @@ impl GroupCtx {
     }
 }
 
+/// Rule: a plug-in ranks its tasks by their rank in the group, not by the raw priority a
+/// driver gave (DM levels 1..n from `rtbox_model::priority_levels`, or a configuration's
+/// explicit priorities, any values in 1..99). [`levels`] puts background, admitted and "highest
+/// priority" tasks in three disjoint bands only when every level is in 1..n: with raw values
+/// FP-PM's migratory task at `top(3, n)` could sit below an admitted task at `normal(50, n)`.
+/// Each task's priority becomes its dense rank (1 = least urgent; equal priorities share a
+/// rank), which keeps the order and the ties.
+fn ranked(mut tasks: Vec<PeriodicTask>) -> Vec<PeriodicTask> {
+    let mut values: Vec<u32> = tasks.iter().map(|t| t.priority).collect();
+    values.sort_unstable();
+    values.dedup();
+    for t in &mut tasks {
+        let rank = values.partition_point(|&v| v < t.priority) + 1;
+        t.priority = rank as u32;
+    }
+    debug_assert!(tasks
+        .iter()
+        .all(|t| (1..=tasks.len() as u32).contains(&t.priority)));
+    tasks
+}
+
 /// A plug-in over the periodic tasks of one box, with the state the drivers feed.
 pub struct PluginGroup {
     plugin: Box<dyn Plugin>,
@@ -168,6 +189,7 @@ impl PluginGroup {
         test: &dyn FpTest,
     ) -> Self {
         assert!(!cpus.is_empty(), "a plug-in group needs at least one CPU");
+        let tasks = ranked(tasks);
         let n = tasks.len();
         let ctx = GroupCtx {
             now: 0,

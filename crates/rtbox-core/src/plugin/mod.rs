@@ -40,7 +40,9 @@ pub struct PeriodicTask {
     pub wcet: Nanos,
     pub period: Nanos,
     pub deadline: Nanos,
-    /// Its deadline-monotonic level (`rtbox_model::priority_levels`; higher is more urgent).
+    /// Its fixed priority (higher is more urgent): a deadline-monotonic level
+    /// (`rtbox_model::priority_levels`) or an explicit one. In a group ([`GroupCtx::task`]) it
+    /// is the task's rank in the group, 1..=n, the form [`levels`] needs.
     pub priority: u32,
 }
 
@@ -149,8 +151,10 @@ pub trait Plugin {
     fn timer(&mut self, _ctx: &mut GroupCtx, _key: u64) {}
 }
 
-/// The priority levels a plug-in uses, above and below the tasks' own DM levels, so that every
-/// plug-in priority is still a plain SCHED_FIFO-like number (higher runs first).
+/// The priority levels a plug-in uses, above and below the tasks' own levels, so that every
+/// plug-in priority is still a plain SCHED_FIFO-like number (higher runs first). `dm` is the
+/// task's rank in its group, 1..=n (`PluginGroup::new` ranks the tasks): the three bands
+/// (background 1..=n, admitted n+2..=2n+1, highest 2n+3..=3n+2) then never overlap.
 pub mod levels {
     /// Tasks demoted to the background: below every admitted task.
     pub fn background(dm: u32) -> u32 {

@@ -231,3 +231,45 @@ fn migrate_is_refused_outside_the_group_and_for_global_plugins() {
     let mut f = group(PluginKind::Fp, 2, &THREE);
     assert_eq!(f.ctx_mut().migrate(0, 1), Err(GroupError::GlobalScope));
 }
+
+#[test]
+fn fp_pm_migratory_task_is_above_every_task_whatever_the_configured_priorities() {
+    // Explicit priorities far above the group's size, the split task the least urgent: its
+    // "highest priority" must still be above the two partitioned tasks (raw levels would give
+    // it top(3) = 3 + 2 (3 + 1) = 11 against normal(50) = 54).
+    let mut ts = tasks(&THREE);
+    for (t, p) in ts.iter_mut().zip([50, 10, 3]) {
+        t.priority = p;
+    }
+    let g = PluginGroup::new(builtin(PluginKind::FpPm), vec![0, 1], ts, &Rta);
+    assert_eq!(g.verdict(2), Verdict::Guaranteed);
+    assert!(
+        g.priority(2) > g.priority(0).max(g.priority(1)),
+        "{:?}",
+        (0..3).map(|t| g.priority(t)).collect::<Vec<_>>()
+    );
+    // The configured order holds among the others and the plug-in saw ranks 3, 2, 1.
+    assert!(g.priority(0) > g.priority(1));
+    assert_eq!(
+        (0..3).map(|t| g.ctx().task(t).priority).collect::<Vec<_>>(),
+        [3, 2, 1]
+    );
+    // Same decisions as with DM levels 3, 2, 1: the split is the same.
+    let dm = group(PluginKind::FpPm, 2, &THREE);
+    assert_eq!(
+        (0..3).map(|t| g.cpu(t)).collect::<Vec<_>>(),
+        (0..3).map(|t| dm.cpu(t)).collect::<Vec<_>>()
+    );
+    // Equal explicit priorities share a rank; a background task stays below admitted ones.
+    let mut ts = tasks(&THREE);
+    for (t, p) in ts.iter_mut().zip([90, 90, 20]) {
+        t.priority = p;
+    }
+    let g = PluginGroup::new(builtin(PluginKind::FpFf), vec![0, 1], ts, &Rta);
+    assert_eq!(
+        (0..3).map(|t| g.ctx().task(t).priority).collect::<Vec<_>>(),
+        [2, 2, 1]
+    );
+    assert_eq!(g.verdict(2), Verdict::Background);
+    assert!(g.priority(2) < g.priority(0).min(g.priority(1)));
+}
