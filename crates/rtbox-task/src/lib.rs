@@ -337,7 +337,8 @@ impl PeriodicTask {
     /// call (returning at that release). The seed's `rt_run(timeout)`. Counted from the call,
     /// not from the daemon's answer (which waits for its loop, a few ms): threads that pass
     /// the same instant minus their own clock reading release their first jobs together
-    /// (experiments/exsched-set.c). A release the answer came too late for starts at once.
+    /// (experiments/exsched-set.c). A release the answer came too late for moves to the
+    /// answer, so `rt_run(0)` releases when the task may run, as before.
     pub fn run(&mut self, timeout_ns: u64) -> Result<(), TaskError> {
         let called = rtbox_linux::monotonic_ns();
         self.expect("rt_run", &[State::Entered], "rt_enter first; rt_run once")?;
@@ -363,7 +364,7 @@ impl PeriodicTask {
             priority: self.priority,
         })?;
         self.declared = d;
-        let first = called + timeout_ns;
+        let first = (called + timeout_ns).max(rtbox_linux::monotonic_ns());
         let page = self.page.as_ref().expect("entered tasks have a page");
         page.start(first);
         page.set_state(PageState::Running);
