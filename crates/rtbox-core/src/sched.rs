@@ -149,6 +149,7 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
+    scratch_boxes: Vec<usize>,
     scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
@@ -276,6 +277,7 @@ impl Scheduler {
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
             scratch_trimmed: Vec::new(),
+            scratch_boxes: Vec::new(),
             scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
@@ -995,21 +997,20 @@ impl Scheduler {
                 }
             }
         }
-        for b in 0..self.boxes.len() {
-            if !self.boxes[b].sorted {
-                let pol = self.boxes[b].policy;
-                let mut ready = std::mem::take(&mut self.boxes[b].ready);
-                ready.sort_by_key(|t| key(pol, &self.tasks[t.index()]));
-                self.boxes[b].ready = ready;
-                self.boxes[b].sorted = true;
+        // One pass over the boxes: local-policy order where it changed, and the won vCPUs
+        // emptied for the EDF pass below.
+        let tasks = &self.tasks;
+        for bx in self.boxes.iter_mut() {
+            if !bx.sorted {
+                let pol = bx.policy;
+                bx.ready.sort_by_key(|t| key(pol, &tasks[t.index()]));
+                bx.sorted = true;
             }
+            bx.won.clear();
         }
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
         // Each round trims every box against the winners of the previous round; only the CPUs
         // whose winner was trimmed need a new EDF pick (trimming removes winners only).
-        for b in 0..self.boxes.len() {
-            self.boxes[b].won.clear();
-        }
         for &id in &set {
             let c = self.servers[id.index()].cpu_idx;
             self.cpus[c].stale = true;
@@ -1025,20 +1026,46 @@ impl Scheduler {
             self.note_winner(w);
         }
         let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
+        let mut gained = std::mem::take(&mut self.scratch_boxes);
         self.excluded_last.clear();
+        let mut first = true;
         loop {
             trimmed.clear();
-            for b in 0..self.boxes.len() {
-                // Only a box that won more vCPUs than it has ready members has any to give up
-                // (a box with none ready has no eligible server, so it won none).
-                let bx = &self.boxes[b];
-                if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
-                    self.trim_surplus(b, &mut trimmed);
+            // Only a box that won more vCPUs than it has ready members has any to give up (a
+            // box with none ready has no eligible server, so it won none). After the first
+            // round, a box's won vCPUs only grow through a new EDF pick (trimming leaves it as
+            // many as it has ready members), so only the boxes that gained one are looked at.
+            if first {
+                for b in 0..self.boxes.len() {
+                    let bx = &self.boxes[b];
+                    if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
+                        self.trim_surplus(b, &mut trimmed);
+                    }
+                }
+                first = false;
+            } else {
+                gained.sort_unstable();
+                gained.dedup();
+                for &b in &gained {
+                    let bx = &self.boxes[b];
+                    if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
+                        self.trim_surplus(b, &mut trimmed);
+                    }
+                }
+                #[cfg(debug_assertions)]
+                for (b, bx) in self.boxes.iter().enumerate() {
+                    debug_assert!(
+                        bx.placement != Placement::Global
+                            || bx.won.len() <= bx.ready.len()
+                            || gained.contains(&b),
+                        "a box that gained no vCPU has a surplus"
+                    );
                 }
             }
             if trimmed.is_empty() {
                 break;
             }
+            gained.clear();
             set.extend_from_slice(&trimmed);
             self.excluded_last.extend_from_slice(&trimmed);
             for &s in &trimmed {
@@ -1051,28 +1078,36 @@ impl Scheduler {
                 debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
                 let w = self.edf_winner(c);
                 self.cpus[c].winner = w;
-                self.note_winner(w);
+                if let Some(b) = self.note_winner(w) {
+                    gained.push(b);
+                }
             }
         }
         self.scratch_trimmed = trimmed;
+        self.scratch_boxes = gained;
         // 3. Place global members on winning vCPUs.
         for b in 0..self.boxes.len() {
-            if self.boxes[b].placement == Placement::Global {
+            let bx = &self.boxes[b];
+            if bx.placement == Placement::Global && !bx.placement_holds() {
                 self.place_global(b, now);
             }
         }
         // 4. What runs per CPU: the winner's first member, else background work.
         let mut new_running = std::mem::take(&mut self.scratch_running);
-        new_running.clear();
-        for c in 0..self.cpus.len() {
-            new_running.push(self.cpus[c].winner.and_then(|s| {
+        new_running.resize(self.cpus.len(), None);
+        let mut idle = false;
+        for (c, slot) in new_running.iter_mut().enumerate() {
+            *slot = self.cpus[c].winner.and_then(|s| {
                 self.server_head(s).map(|task| Running {
                     task,
                     server: Some(s),
                 })
-            }));
+            });
+            idle |= slot.is_none();
         }
-        self.place_background(&mut new_running);
+        if idle && self.has_background_work() {
+            self.place_background(&mut new_running);
+        }
         // 5. Commit CBS state and check invariants.
         let check = cfg!(debug_assertions);
         if check {
@@ -1080,9 +1115,13 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        // In id order, so that the events come out as from a pass over every server.
-        set.sort_unstable();
-        set.dedup();
+        // In id order, so that the events come out as from a pass over every server. Without
+        // events the order does not matter and neither do repeats: committing a server twice
+        // leaves it as committing it once (it is backlogged after the first).
+        if self.opts.record_events {
+            set.sort_unstable();
+            set.dedup();
+        }
         for &id in &set {
             let s = &mut self.servers[id.index()];
             let has_work = s.has_work;
@@ -1163,13 +1202,15 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
-    /// Adds an EDF winner to its box's list of won vCPUs.
-    fn note_winner(&mut self, w: Option<ServerId>) {
+    /// Adds an EDF winner to its box's list of won vCPUs; returns the box.
+    fn note_winner(&mut self, w: Option<ServerId>) -> Option<usize> {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
                 self.boxes[b].won.push(s);
+                return Some(b);
             }
         }
+        None
     }
 
     /// A global box with fewer ready members than winning vCPUs idles the surplus vCPUs (they
@@ -1201,7 +1242,7 @@ impl Scheduler {
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
         let bx = &mut self.boxes[b];
-        if bx.placed_valid && bx.won == bx.placed_won {
+        if bx.placement_holds() {
             debug_assert!(
                 bx.ready
                     .iter()
@@ -1310,6 +1351,12 @@ impl Scheduler {
         }
     }
 
+    /// Whether `place_background` can have anything to place: a background task, or a box in
+    /// reclaim mode (whose members may run uncharged while it is throttled).
+    fn has_background_work(&self) -> bool {
+        !self.background.is_empty() || self.boxes.iter().any(|b| b.mode == Mode::Reclaim)
+    }
+
     /// CPUs no server uses run background tasks by global fixed priority, then members of
     /// throttled reclaim-mode boxes.
     fn place_background(&mut self, running: &mut [Option<Running>]) {
@@ -1377,6 +1424,17 @@ impl Scheduler {
             }
         }
         self.scratch = cand;
+    }
+}
+
+impl Bx {
+    /// The last placement holds: no member's readiness, order or vCPU changed since, and the
+    /// box won the same vCPUs (compared element by element: a short list, cheaper than a call
+    /// to `memcmp`).
+    fn placement_holds(&self) -> bool {
+        self.placed_valid
+            && self.won.len() == self.placed_won.len()
+            && self.won.iter().zip(&self.placed_won).all(|(a, b)| a == b)
     }
 }
 
