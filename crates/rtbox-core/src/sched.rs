@@ -72,6 +72,8 @@ struct Bx {
     /// every member where it is, so the decision skips it.
     placed_valid: bool,
     placed_won: Vec<ServerId>,
+    /// Listed in `Scheduler::marked`.
+    marked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +152,10 @@ pub struct Scheduler {
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
     scratch_boxes: Vec<usize>,
+    /// Boxes whose ready members, their order or placement, or won vCPUs changed since the
+    /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
+    /// its order, has no vCPU to give up and keeps its placement.
+    marked: Vec<usize>,
     scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
@@ -223,6 +229,7 @@ impl Scheduler {
                 won: Vec::new(),
                 placed_won: Vec::new(),
                 placed_valid: false,
+                marked: false,
                 shared: b.spec.interface.is_shared(),
                 weight: match b.spec.interface {
                     rtbox_model::Interface::Shared { weight } => Some(weight),
@@ -278,6 +285,7 @@ impl Scheduler {
             scratch_running: Vec::new(),
             scratch_trimmed: Vec::new(),
             scratch_boxes: Vec::new(),
+            marked: Vec::new(),
             scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
@@ -429,7 +437,7 @@ impl Scheduler {
         let (woke, box_idx) = (!was_ready, tk.box_idx);
         if let (true, Some(b)) = (reorder, box_idx) {
             self.boxes[b].sorted = false;
-            self.boxes[b].placed_valid = false;
+            self.invalidate_placement(b);
         }
         if woke {
             self.touch_task_servers(t);
@@ -452,7 +460,7 @@ impl Scheduler {
         tk.priority = priority;
         if let Some(b) = tk.box_idx {
             self.boxes[b].sorted = false;
-            self.boxes[b].placed_valid = false;
+            self.invalidate_placement(b);
         }
         self.dirty = true;
         Ok(())
@@ -469,7 +477,7 @@ impl Scheduler {
                 if let Some(i) = ready.iter().position(|&x| x == t) {
                     ready.remove(i);
                 }
-                self.boxes[b].placed_valid = false;
+                self.invalidate_placement(b);
                 if self.boxes[b].placement == Placement::Global {
                     self.tasks[t.index()].placed = None;
                 }
@@ -478,6 +486,22 @@ impl Scheduler {
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// A box's ready members, their order or their vCPUs changed: its last placement no longer
+    /// holds, and the next decision looks at the box again.
+    fn invalidate_placement(&mut self, b: usize) {
+        self.boxes[b].placed_valid = false;
+        self.mark_box(b);
+    }
+
+    /// Lists a box for the decision's per-box passes (`Scheduler::marked`).
+    fn mark_box(&mut self, b: usize) {
+        let bx = &mut self.boxes[b];
+        if !bx.marked {
+            bx.marked = true;
+            self.marked.push(b);
+        }
     }
 
     /// Notes that a server's work or throttle changed: the next decision looks at it again.
@@ -611,6 +635,10 @@ impl Scheduler {
                     if let Some(b) = tk.box_idx {
                         self.boxes[b].sorted = false;
                         self.boxes[b].placed_valid = false;
+                        if !self.boxes[b].marked {
+                            self.boxes[b].marked = true;
+                            self.marked.push(b);
+                        }
                     }
                 }
             }
@@ -949,6 +977,9 @@ impl Scheduler {
         let mut set = std::mem::take(&mut self.scratch_set);
         set.clear();
         if self.all_touched {
+            for b in 0..self.boxes.len() {
+                self.mark_box(b);
+            }
             set.extend((0..self.servers.len()).map(|i| ServerId(i as u32)));
             for s in self.servers.iter_mut() {
                 s.touched = false;
@@ -997,20 +1028,27 @@ impl Scheduler {
                 }
             }
         }
-        // One pass over the boxes: local-policy order where it changed, and the won vCPUs
-        // emptied for the EDF pass below.
-        let tasks = &self.tasks;
-        for bx in self.boxes.iter_mut() {
+        // Local-policy order where it changed (only in marked boxes: every change of order
+        // invalidates the placement, which marks the box).
+        for i in 0..self.marked.len() {
+            let bx = &mut self.boxes[self.marked[i]];
             if !bx.sorted {
                 let pol = bx.policy;
+                let tasks = &self.tasks;
                 bx.ready.sort_by_key(|t| key(pol, &tasks[t.index()]));
                 bx.sorted = true;
             }
-            bx.won.clear();
         }
+        debug_assert!(
+            self.boxes.iter().all(|b| b.sorted),
+            "an unmarked box lost its order"
+        );
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
         // Each round trims every box against the winners of the previous round; only the CPUs
-        // whose winner was trimmed need a new EDF pick (trimming removes winners only).
+        // whose winner was trimmed need a new EDF pick (trimming removes winners only). A box's
+        // won vCPUs are kept from the last decision's final winners and changed only on the
+        // CPUs whose winner before exclusions differs from it (their order is of no account:
+        // trimming and placement order vCPUs by their own keys).
         for &id in &set {
             let c = self.servers[id.index()].cpu_idx;
             self.cpus[c].stale = true;
@@ -1022,8 +1060,25 @@ impl Scheduler {
             }
             let w = self.cpus[c].winner0;
             debug_assert_eq!(w, self.edf_winner(c), "stale EDF winner");
-            self.cpus[c].winner = w;
-            self.note_winner(w);
+            let old = self.cpus[c].winner;
+            if w != old {
+                self.cpus[c].winner = w;
+                self.drop_winner(old);
+                self.note_winner(w);
+            }
+        }
+        #[cfg(debug_assertions)]
+        for (b, bx) in self.boxes.iter().enumerate() {
+            let mut want: Vec<ServerId> = self
+                .cpus
+                .iter()
+                .filter_map(|c| c.winner0)
+                .filter(|s| self.servers[s.index()].owner == Owner::Box(b))
+                .collect();
+            let mut have = bx.won.clone();
+            want.sort_unstable();
+            have.sort_unstable();
+            debug_assert_eq!(have, want, "kept won vCPUs differ from the EDF winners");
         }
         let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
         let mut gained = std::mem::take(&mut self.scratch_boxes);
@@ -1036,12 +1091,21 @@ impl Scheduler {
             // round, a box's won vCPUs only grow through a new EDF pick (trimming leaves it as
             // many as it has ready members), so only the boxes that gained one are looked at.
             if first {
-                for b in 0..self.boxes.len() {
+                // The last decision left no box with a surplus; only a marked box (its ready
+                // members or won vCPUs changed) can have one now.
+                for i in 0..self.marked.len() {
+                    let b = self.marked[i];
                     let bx = &self.boxes[b];
                     if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
                         self.trim_surplus(b, &mut trimmed);
                     }
                 }
+                debug_assert!(
+                    self.boxes.iter().all(|bx| bx.marked
+                        || bx.placement != Placement::Global
+                        || bx.won.len() <= bx.ready.len()),
+                    "an unmarked box has a surplus"
+                );
                 first = false;
             } else {
                 gained.sort_unstable();
@@ -1071,6 +1135,7 @@ impl Scheduler {
             for &s in &trimmed {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
+                    self.mark_box(b);
                 }
             }
             for &s in &trimmed {
@@ -1085,13 +1150,22 @@ impl Scheduler {
         }
         self.scratch_trimmed = trimmed;
         self.scratch_boxes = gained;
-        // 3. Place global members on winning vCPUs.
-        for b in 0..self.boxes.len() {
-            let bx = &self.boxes[b];
+        // 3. Place global members on winning vCPUs (only a marked box can need it).
+        for i in 0..self.marked.len() {
+            let b = self.marked[i];
+            let bx = &mut self.boxes[b];
+            bx.marked = false;
             if bx.placement == Placement::Global && !bx.placement_holds() {
                 self.place_global(b, now);
             }
         }
+        self.marked.clear();
+        debug_assert!(
+            self.boxes
+                .iter()
+                .all(|bx| bx.placement != Placement::Global || bx.placement_holds()),
+            "an unmarked box needs placing"
+        );
         // 4. What runs per CPU: the winner's first member, else background work.
         let mut new_running = std::mem::take(&mut self.scratch_running);
         new_running.resize(self.cpus.len(), None);
@@ -1202,15 +1276,30 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
-    /// Adds an EDF winner to its box's list of won vCPUs; returns the box.
+    /// Adds an EDF winner to its box's list of won vCPUs (and marks the box); returns the box.
     fn note_winner(&mut self, w: Option<ServerId>) -> Option<usize> {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
                 self.boxes[b].won.push(s);
+                self.mark_box(b);
                 return Some(b);
             }
         }
         None
+    }
+
+    /// Removes a server that no longer wins its CPU from its box's list of won vCPUs (and
+    /// marks the box).
+    fn drop_winner(&mut self, w: Option<ServerId>) {
+        if let Some(s) = w {
+            if let Owner::Box(b) = self.servers[s.index()].owner {
+                let won = &mut self.boxes[b].won;
+                if let Some(i) = won.iter().position(|&x| x == s) {
+                    won.swap_remove(i);
+                }
+                self.mark_box(b);
+            }
+        }
     }
 
     /// A global box with fewer ready members than winning vCPUs idles the surplus vCPUs (they
@@ -1429,12 +1518,11 @@ impl Scheduler {
 
 impl Bx {
     /// The last placement holds: no member's readiness, order or vCPU changed since, and the
-    /// box won the same vCPUs (compared element by element: a short list, cheaper than a call
-    /// to `memcmp`).
+    /// box won the same vCPUs (as a set: the lists are short and hold each vCPU once).
     fn placement_holds(&self) -> bool {
         self.placed_valid
             && self.won.len() == self.placed_won.len()
-            && self.won.iter().zip(&self.placed_won).all(|(a, b)| a == b)
+            && self.won.iter().all(|s| self.placed_won.contains(s))
     }
 }
 
