@@ -513,12 +513,16 @@ impl Scheduler {
         }
     }
 
-    /// A task's readiness changed: the servers whose work depends on it (its dedicated server,
-    /// its pinned vCPU, or every vCPU of its global box).
+    /// A task's readiness changed (called after the box's ready list was updated): the servers
+    /// whose work depends on it (its dedicated server, its pinned vCPU, or every vCPU of its
+    /// global box). A global box's vCPUs have work while any member is ready, so their work
+    /// changes only when the first member wakes or the last one blocks (the placement of its
+    /// members is the box's own business, see `invalidate_placement`).
     fn touch_task_servers(&mut self, t: TaskId) {
         let tk = &self.tasks[t.index()];
         match (tk.home, tk.box_idx) {
             (Some(h), _) => self.touch(h.index()),
+            (None, Some(b)) if self.boxes[b].ready.len() > 1 => {}
             (None, Some(b)) => {
                 for i in 0..self.boxes[b].servers.len() {
                     let s = self.boxes[b].servers[i];
