@@ -111,6 +111,8 @@ struct Cpu {
     /// of the CPU's servers is looked at again (`stale`).
     winner0: Option<ServerId>,
     stale: bool,
+    /// Listed in `Scheduler::redo`.
+    redo: bool,
 }
 
 /// The scheduling core. See the crate documentation for the calling protocol.
@@ -156,6 +158,11 @@ pub struct Scheduler {
     /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
     /// its order, has no vCPU to give up and keeps its placement.
     marked: Vec<usize>,
+    /// The CPUs whose EDF pick was recomputed (`scratch_stale`) and those whose running server
+    /// or its hosted member may have changed in the current decision (`redo`, each once,
+    /// `Cpu::redo`): every other CPU keeps what runs on it.
+    scratch_stale: Vec<usize>,
+    redo: Vec<usize>,
     scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
@@ -212,7 +219,8 @@ impl Scheduler {
                 active_bw: Bandwidth::ZERO,
                 winner: None,
                 winner0: None,
-                stale: true,
+                stale: false,
+                redo: false,
             })
             .collect();
         let mut boxes: Vec<Bx> = system
@@ -286,6 +294,8 @@ impl Scheduler {
             scratch_trimmed: Vec::new(),
             scratch_boxes: Vec::new(),
             marked: Vec::new(),
+            scratch_stale: Vec::new(),
+            redo: Vec::new(),
             scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
@@ -1053,23 +1063,39 @@ impl Scheduler {
         // won vCPUs are kept from the last decision's final winners and changed only on the
         // CPUs whose winner before exclusions differs from it (their order is of no account:
         // trimming and placement order vCPUs by their own keys).
+        // Only the CPUs of looked-at servers can have a new pick; on every other CPU the last
+        // decision's final winner is the pick (a CPU whose winner was trimmed has the trimmed
+        // server in `excluded_last`, so it is looked at).
+        let mut stale = std::mem::take(&mut self.scratch_stale);
+        stale.clear();
         for &id in &set {
             let c = self.servers[id.index()].cpu_idx;
-            self.cpus[c].stale = true;
-        }
-        for c in 0..self.cpus.len() {
-            if self.cpus[c].stale {
-                self.cpus[c].winner0 = self.edf_winner(c);
-                self.cpus[c].stale = false;
+            if !self.cpus[c].stale {
+                self.cpus[c].stale = true;
+                stale.push(c);
             }
-            let w = self.cpus[c].winner0;
-            debug_assert_eq!(w, self.edf_winner(c), "stale EDF winner");
-            let old = self.cpus[c].winner;
+        }
+        for &c in &stale {
+            let w = self.edf_winner(c);
+            let cpu = &mut self.cpus[c];
+            cpu.winner0 = w;
+            cpu.stale = false;
+            let old = cpu.winner;
             if w != old {
-                self.cpus[c].winner = w;
+                cpu.winner = w;
                 self.drop_winner(old);
                 self.note_winner(w);
             }
+            self.redo_cpu(c);
+        }
+        self.scratch_stale = stale;
+        #[cfg(debug_assertions)]
+        for c in 0..self.cpus.len() {
+            debug_assert_eq!(self.cpus[c].winner0, self.edf_winner(c), "stale EDF winner");
+            debug_assert_eq!(
+                self.cpus[c].winner, self.cpus[c].winner0,
+                "stale final winner"
+            );
         }
         #[cfg(debug_assertions)]
         for (b, bx) in self.boxes.iter().enumerate() {
@@ -1147,6 +1173,7 @@ impl Scheduler {
                 debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
                 let w = self.edf_winner(c);
                 self.cpus[c].winner = w;
+                self.redo_cpu(c);
                 if let Some(b) = self.note_winner(w) {
                     gained.push(b);
                 }
@@ -1159,8 +1186,20 @@ impl Scheduler {
             let b = self.marked[i];
             let bx = &mut self.boxes[b];
             bx.marked = false;
-            if bx.placement == Placement::Global && !bx.placement_holds() {
-                self.place_global(b, now);
+            match bx.placement {
+                Placement::Global => {
+                    if !bx.placement_holds() {
+                        self.place_global(b, now);
+                    }
+                }
+                // A pinned vCPU hosts its most urgent ready member, found when it runs: any
+                // change in the box may change it.
+                Placement::Pinned => {
+                    for i in 0..self.boxes[b].servers.len() {
+                        let c = self.servers[self.boxes[b].servers[i].index()].cpu_idx;
+                        self.redo_cpu(c);
+                    }
+                }
             }
         }
         self.marked.clear();
@@ -1170,21 +1209,52 @@ impl Scheduler {
                 .all(|bx| bx.placement != Placement::Global || bx.placement_holds()),
             "an unmarked box needs placing"
         );
-        // 4. What runs per CPU: the winner's first member, else background work.
+        // 4. What runs per CPU: the winner's first member, else background work. Background
+        // work is placed over all CPUs at once; without any, only the CPUs listed in `redo` can
+        // change.
+        let mut redo = std::mem::take(&mut self.redo);
+        let background = self.has_background_work();
+        if background {
+            for c in 0..self.cpus.len() {
+                if !self.cpus[c].redo {
+                    self.cpus[c].redo = true;
+                    redo.push(c);
+                }
+            }
+        }
+        if self.opts.record_events || background {
+            // The events come out in CPU order; background placement indexes by CPU.
+            redo.sort_unstable();
+        }
         let mut new_running = std::mem::take(&mut self.scratch_running);
-        new_running.resize(self.cpus.len(), None);
+        new_running.clear();
         let mut idle = false;
-        for (c, slot) in new_running.iter_mut().enumerate() {
-            *slot = self.cpus[c].winner.and_then(|s| {
+        for &c in &redo {
+            self.cpus[c].redo = false;
+            let run = self.cpus[c].winner.and_then(|s| {
                 self.server_head(s).map(|task| Running {
                     task,
                     server: Some(s),
                 })
             });
-            idle |= slot.is_none();
+            idle |= run.is_none();
+            new_running.push(run);
         }
-        if idle && self.has_background_work() {
+        if idle && background {
+            // `redo` lists every CPU here, in CPU order.
             self.place_background(&mut new_running);
+        }
+        #[cfg(debug_assertions)]
+        for c in 0..self.cpus.len() {
+            if !redo.contains(&c) {
+                let run = self.cpus[c].winner.and_then(|s| {
+                    self.server_head(s).map(|task| Running {
+                        task,
+                        server: Some(s),
+                    })
+                });
+                debug_assert_eq!(run, self.cpus[c].running, "a CPU left out changed");
+            }
         }
         // 5. Commit CBS state and check invariants.
         let check = cfg!(debug_assertions);
@@ -1231,26 +1301,8 @@ impl Scheduler {
                 }
             }
         }
-        for (c, &new) in new_running.iter().enumerate() {
+        for (&c, &new) in redo.iter().zip(&new_running) {
             let cpu = &self.cpus[c];
-            debug_assert!(
-                cpu.active_bw <= cpu.total_bw,
-                "CPU {}: active bandwidth above the CPU's servers",
-                cpu.id
-            );
-            if let Some(Running {
-                server: Some(s), ..
-            }) = new
-            {
-                debug_assert!(
-                    !self.servers[s.index()].throttled,
-                    "a throttled server runs"
-                );
-                debug_assert!(
-                    self.servers[s.index()].st.runtime > 0,
-                    "a server without budget runs"
-                );
-            }
             if cpu.running != new {
                 if self.opts.record_events {
                     self.events.push_back(Event::Dispatched {
@@ -1263,7 +1315,39 @@ impl Scheduler {
                 self.dispatch_gen += 1;
             }
         }
+        redo.clear();
+        self.redo = redo;
         self.scratch_running = new_running;
+        #[cfg(debug_assertions)]
+        for cpu in &self.cpus {
+            debug_assert!(
+                cpu.active_bw <= cpu.total_bw,
+                "CPU {}: active bandwidth above the CPU's servers",
+                cpu.id
+            );
+            if let Some(Running {
+                server: Some(s), ..
+            }) = cpu.running
+            {
+                debug_assert!(
+                    !self.servers[s.index()].throttled,
+                    "a throttled server runs"
+                );
+                debug_assert!(
+                    self.servers[s.index()].st.runtime > 0,
+                    "a server without budget runs"
+                );
+            }
+        }
+    }
+
+    /// Lists a CPU whose running server or hosted member may change in this decision.
+    fn redo_cpu(&mut self, c: usize) {
+        let cpu = &mut self.cpus[c];
+        if !cpu.redo {
+            cpu.redo = true;
+            self.redo.push(c);
+        }
     }
 
     fn edf_winner(&self, c: usize) -> Option<ServerId> {
@@ -1350,6 +1434,11 @@ impl Scheduler {
         bx.placed_valid = true;
         bx.placed_won.clear();
         bx.placed_won.extend_from_slice(&bx.won);
+        // The members hosted by its won vCPUs may change.
+        for i in 0..self.boxes[b].won.len() {
+            let c = self.servers[self.boxes[b].won[i].index()].cpu_idx;
+            self.redo_cpu(c);
+        }
         // No vCPU won: every ready member waits unplaced (and with none ready, nothing to do).
         if self.boxes[b].won.is_empty() {
             let (boxes, tasks) = (&self.boxes, &mut self.tasks);
