@@ -113,6 +113,8 @@ struct Cpu {
     stale: bool,
     /// Listed in `Scheduler::redo`.
     redo: bool,
+    /// Listed in `Scheduler::dispatch_changes`.
+    changed: bool,
 }
 
 /// The scheduling core. See the crate documentation for the calling protocol.
@@ -163,6 +165,9 @@ pub struct Scheduler {
     /// `Cpu::redo`): every other CPU keeps what runs on it.
     scratch_stale: Vec<usize>,
     redo: Vec<usize>,
+    /// The CPUs whose running task or server changed since the driver last took the list
+    /// (`Scheduler::take_dispatch_changes`), each once (`Cpu::changed`); every CPU at the start.
+    dispatch_changes: Vec<usize>,
     scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
@@ -221,6 +226,7 @@ impl Scheduler {
                 winner0: None,
                 stale: false,
                 redo: false,
+                changed: true,
             })
             .collect();
         let mut boxes: Vec<Bx> = system
@@ -296,6 +302,7 @@ impl Scheduler {
             marked: Vec::new(),
             scratch_stale: Vec::new(),
             redo: Vec::new(),
+            dispatch_changes: (0..ids.len()).collect(),
             scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
@@ -828,6 +835,16 @@ impl Scheduler {
         self.dispatch_gen
     }
 
+    /// Moves into `out` the positions (in [`Scheduler::cpus`]) of the CPUs whose running task
+    /// or server changed since the last call (every CPU at the first call), in no particular
+    /// order: a driver that follows every change need not look at the other CPUs.
+    pub fn take_dispatch_changes(&mut self, out: &mut Vec<usize>) {
+        for &c in &self.dispatch_changes {
+            self.cpus[c].changed = false;
+        }
+        out.append(&mut self.dispatch_changes);
+    }
+
     /// What runs on the CPU at position `idx` of [`Scheduler::cpus`] (fast path for drivers).
     pub fn running_at(&self, idx: usize) -> Option<Running> {
         self.cpus[idx].running
@@ -1313,6 +1330,10 @@ impl Scheduler {
                 }
                 self.cpus[c].running = new;
                 self.dispatch_gen += 1;
+                if !self.cpus[c].changed {
+                    self.cpus[c].changed = true;
+                    self.dispatch_changes.push(c);
+                }
             }
         }
         redo.clear();
