@@ -115,6 +115,10 @@ struct Cpu {
     redo: bool,
     /// Listed in `Scheduler::dispatch_changes`.
     changed: bool,
+    /// When what runs here needs the core again (`Scheduler::cpu_timer`), as of the decision
+    /// that last looked at this CPU. In implicit accounting it stays right while the same
+    /// member of the same server runs: budget and slice shrink as fast as time passes.
+    timer_at: Option<Nanos>,
 }
 
 /// The scheduling core. See the crate documentation for the calling protocol.
@@ -160,6 +164,9 @@ pub struct Scheduler {
     /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
     /// its order, has no vCPU to give up and keeps its placement.
     marked: Vec<usize>,
+    /// Some box is in reclaim mode (fixed for a scheduler's life: a reconfiguration builds a new
+    /// one).
+    any_reclaim: bool,
     /// The CPUs whose EDF pick was recomputed (`scratch_stale`) and those whose running server
     /// or its hosted member may have changed in the current decision (`redo`, each once,
     /// `Cpu::redo`): every other CPU keeps what runs on it.
@@ -227,6 +234,7 @@ impl Scheduler {
                 stale: false,
                 redo: false,
                 changed: true,
+                timer_at: None,
             })
             .collect();
         let mut boxes: Vec<Bx> = system
@@ -273,6 +281,7 @@ impl Scheduler {
                 c.id
             );
         }
+        let any_reclaim = boxes.iter().any(|b| b.mode == Mode::Reclaim);
         Ok(Scheduler {
             opts,
             now: 0,
@@ -300,6 +309,7 @@ impl Scheduler {
             scratch_trimmed: Vec::new(),
             scratch_boxes: Vec::new(),
             marked: Vec::new(),
+            any_reclaim,
             scratch_stale: Vec::new(),
             redo: Vec::new(),
             dispatch_changes: (0..ids.len()).collect(),
@@ -777,9 +787,10 @@ impl Scheduler {
         }
     }
 
+    /// The earliest of the replenishments and every CPU's timer (`cpu_timer`): in implicit
+    /// accounting from the timers kept per CPU (`Cpu::timer_at`, refreshed by each decision for
+    /// the CPUs it looked at), otherwise computed afresh (a measured charge moves budgets).
     fn compute_next_timer(&self) -> Option<Nanos> {
-        let mut next: Option<Nanos> = None;
-        let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
         debug_assert_eq!(
             self.next_replenish,
             self.servers
@@ -789,22 +800,39 @@ impl Scheduler {
                 .min(),
             "cached next replenishment is stale"
         );
-        if let Some(r) = self.next_replenish {
-            take(r);
+        let mut next = self.next_replenish;
+        let kept = self.opts.accounting == Accounting::Implicit;
+        for c in 0..self.cpus.len() {
+            let t = if kept {
+                debug_assert_eq!(self.cpus[c].timer_at, self.cpu_timer(c), "stale CPU timer");
+                self.cpus[c].timer_at
+            } else {
+                self.cpu_timer(c)
+            };
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+            }
         }
-        for c in &self.cpus {
-            if let Some(r) = c.running {
-                if let Some(s) = r.server {
-                    let rt = self.servers[s.index()].st.runtime.max(0) as u64;
-                    take(self.now + rt);
-                    let tk = &self.tasks[r.task.index()];
-                    if self.opts.timeslice > 0
-                        && tk
-                            .box_idx
-                            .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
-                    {
-                        take(self.now + self.opts.timeslice.saturating_sub(tk.slice_used));
-                    }
+        next
+    }
+
+    /// When the core must look at a CPU again for what runs on it: its server's budget
+    /// exhaustion (if its member keeps running) and, in a `fair` box, the member's round-robin
+    /// rotation.
+    fn cpu_timer(&self, c: usize) -> Option<Nanos> {
+        let mut next: Option<Nanos> = None;
+        let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+        if let Some(r) = self.cpus[c].running {
+            if let Some(s) = r.server {
+                let rt = self.servers[s.index()].st.runtime.max(0) as u64;
+                take(self.now + rt);
+                let tk = &self.tasks[r.task.index()];
+                if self.opts.timeslice > 0
+                    && tk
+                        .box_idx
+                        .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
+                {
+                    take(self.now + self.opts.timeslice.saturating_sub(tk.slice_used));
                 }
             }
         }
@@ -1336,6 +1364,9 @@ impl Scheduler {
                 }
             }
         }
+        for &c in &redo {
+            self.cpus[c].timer_at = self.cpu_timer(c);
+        }
         redo.clear();
         self.redo = redo;
         self.scratch_running = new_running;
@@ -1557,7 +1588,7 @@ impl Scheduler {
     /// Whether `place_background` can have anything to place: a background task, or a box in
     /// reclaim mode (whose members may run uncharged while it is throttled).
     fn has_background_work(&self) -> bool {
-        !self.background.is_empty() || self.boxes.iter().any(|b| b.mode == Mode::Reclaim)
+        !self.background.is_empty() || self.any_reclaim
     }
 
     /// CPUs no server uses run background tasks by global fixed priority, then members of
