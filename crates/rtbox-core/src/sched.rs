@@ -1507,13 +1507,22 @@ impl Scheduler {
         let top = free.len().min(bx.ready.len());
         let pending = &mut self.scratch;
         pending.clear();
+        // Each won vCPU hosts at most one of the top members: note it for `server_head` (a
+        // member that keeps its vCPU here, a pending one below).
+        let servers = &mut self.servers;
+        for &s in &bx.won {
+            servers[s.index()].head = None;
+        }
         for &t in &bx.ready[..top] {
-            // A member keeps a vCPU it already sits on if that vCPU still won.
+            // A member keeps a vCPU it already sits on if that vCPU still won (and no member
+            // before it kept it: after a reconfiguration turned a pinned box global, several
+            // members may name the same vCPU).
             match tasks[t.index()]
                 .placed
                 .and_then(|s| free.iter().position(|&x| x == s))
             {
                 Some(i) => {
+                    servers[free[i].index()].head = Some(t);
                     free.swap_remove(i);
                 }
                 None => pending.push(t),
@@ -1521,16 +1530,6 @@ impl Scheduler {
         }
         for &t in &bx.ready[top..] {
             tasks[t.index()].placed = None;
-        }
-        // Each won vCPU hosts at most one of the top members: note it for `server_head`.
-        let servers = &mut self.servers;
-        for &s in &bx.won {
-            servers[s.index()].head = None;
-        }
-        for &t in &bx.ready[..top] {
-            if let Some(s) = tasks[t.index()].placed {
-                servers[s.index()].head = Some(t);
-            }
         }
         if pending.is_empty() {
             return;
