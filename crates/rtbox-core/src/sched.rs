@@ -72,6 +72,8 @@ struct Bx {
     /// every member where it is, so the decision skips it.
     placed_valid: bool,
     placed_won: Vec<ServerId>,
+    /// Listed in `Scheduler::marked`.
+    marked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +111,14 @@ struct Cpu {
     /// of the CPU's servers is looked at again (`stale`).
     winner0: Option<ServerId>,
     stale: bool,
+    /// Listed in `Scheduler::redo`.
+    redo: bool,
+    /// Listed in `Scheduler::dispatch_changes`.
+    changed: bool,
+    /// When what runs here needs the core again (`Scheduler::cpu_timer`), as of the decision
+    /// that last looked at this CPU. In implicit accounting it stays right while the same
+    /// member of the same server runs: budget and slice shrink as fast as time passes.
+    timer_at: Option<Nanos>,
 }
 
 /// The scheduling core. See the crate documentation for the calling protocol.
@@ -149,6 +159,22 @@ pub struct Scheduler {
     scratch_servers: Vec<ServerId>,
     scratch_running: Vec<Option<Running>>,
     scratch_trimmed: Vec<ServerId>,
+    scratch_boxes: Vec<usize>,
+    /// Boxes whose ready members, their order or placement, or won vCPUs changed since the
+    /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
+    /// its order, has no vCPU to give up and keeps its placement.
+    marked: Vec<usize>,
+    /// Some box is in reclaim mode (fixed for a scheduler's life: a reconfiguration builds a new
+    /// one).
+    any_reclaim: bool,
+    /// The CPUs whose EDF pick was recomputed (`scratch_stale`) and those whose running server
+    /// or its hosted member may have changed in the current decision (`redo`, each once,
+    /// `Cpu::redo`): every other CPU keeps what runs on it.
+    scratch_stale: Vec<usize>,
+    redo: Vec<usize>,
+    /// The CPUs whose running task or server changed since the driver last took the list
+    /// (`Scheduler::take_dispatch_changes`), each once (`Cpu::changed`); every CPU at the start.
+    dispatch_changes: Vec<usize>,
     scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
@@ -205,7 +231,10 @@ impl Scheduler {
                 active_bw: Bandwidth::ZERO,
                 winner: None,
                 winner0: None,
-                stale: true,
+                stale: false,
+                redo: false,
+                changed: true,
+                timer_at: None,
             })
             .collect();
         let mut boxes: Vec<Bx> = system
@@ -222,6 +251,7 @@ impl Scheduler {
                 won: Vec::new(),
                 placed_won: Vec::new(),
                 placed_valid: false,
+                marked: false,
                 shared: b.spec.interface.is_shared(),
                 weight: match b.spec.interface {
                     rtbox_model::Interface::Shared { weight } => Some(weight),
@@ -251,6 +281,7 @@ impl Scheduler {
                 c.id
             );
         }
+        let any_reclaim = boxes.iter().any(|b| b.mode == Mode::Reclaim);
         Ok(Scheduler {
             opts,
             now: 0,
@@ -276,6 +307,12 @@ impl Scheduler {
             scratch_servers: Vec::new(),
             scratch_running: Vec::new(),
             scratch_trimmed: Vec::new(),
+            scratch_boxes: Vec::new(),
+            marked: Vec::new(),
+            any_reclaim,
+            scratch_stale: Vec::new(),
+            redo: Vec::new(),
+            dispatch_changes: (0..ids.len()).collect(),
             scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
@@ -427,7 +464,7 @@ impl Scheduler {
         let (woke, box_idx) = (!was_ready, tk.box_idx);
         if let (true, Some(b)) = (reorder, box_idx) {
             self.boxes[b].sorted = false;
-            self.boxes[b].placed_valid = false;
+            self.invalidate_placement(b);
         }
         if woke {
             self.touch_task_servers(t);
@@ -450,7 +487,7 @@ impl Scheduler {
         tk.priority = priority;
         if let Some(b) = tk.box_idx {
             self.boxes[b].sorted = false;
-            self.boxes[b].placed_valid = false;
+            self.invalidate_placement(b);
         }
         self.dirty = true;
         Ok(())
@@ -467,7 +504,7 @@ impl Scheduler {
                 if let Some(i) = ready.iter().position(|&x| x == t) {
                     ready.remove(i);
                 }
-                self.boxes[b].placed_valid = false;
+                self.invalidate_placement(b);
                 if self.boxes[b].placement == Placement::Global {
                     self.tasks[t.index()].placed = None;
                 }
@@ -476,6 +513,22 @@ impl Scheduler {
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// A box's ready members, their order or their vCPUs changed: its last placement no longer
+    /// holds, and the next decision looks at the box again.
+    fn invalidate_placement(&mut self, b: usize) {
+        self.boxes[b].placed_valid = false;
+        self.mark_box(b);
+    }
+
+    /// Lists a box for the decision's per-box passes (`Scheduler::marked`).
+    fn mark_box(&mut self, b: usize) {
+        let bx = &mut self.boxes[b];
+        if !bx.marked {
+            bx.marked = true;
+            self.marked.push(b);
+        }
     }
 
     /// Notes that a server's work or throttle changed: the next decision looks at it again.
@@ -487,12 +540,16 @@ impl Scheduler {
         }
     }
 
-    /// A task's readiness changed: the servers whose work depends on it (its dedicated server,
-    /// its pinned vCPU, or every vCPU of its global box).
+    /// A task's readiness changed (called after the box's ready list was updated): the servers
+    /// whose work depends on it (its dedicated server, its pinned vCPU, or every vCPU of its
+    /// global box). A global box's vCPUs have work while any member is ready, so their work
+    /// changes only when the first member wakes or the last one blocks (the placement of its
+    /// members is the box's own business, see `invalidate_placement`).
     fn touch_task_servers(&mut self, t: TaskId) {
         let tk = &self.tasks[t.index()];
         match (tk.home, tk.box_idx) {
             (Some(h), _) => self.touch(h.index()),
+            (None, Some(b)) if self.boxes[b].ready.len() > 1 => {}
             (None, Some(b)) => {
                 for i in 0..self.boxes[b].servers.len() {
                     let s = self.boxes[b].servers[i];
@@ -609,6 +666,10 @@ impl Scheduler {
                     if let Some(b) = tk.box_idx {
                         self.boxes[b].sorted = false;
                         self.boxes[b].placed_valid = false;
+                        if !self.boxes[b].marked {
+                            self.boxes[b].marked = true;
+                            self.marked.push(b);
+                        }
                     }
                 }
             }
@@ -726,9 +787,10 @@ impl Scheduler {
         }
     }
 
+    /// The earliest of the replenishments and every CPU's timer (`cpu_timer`): in implicit
+    /// accounting from the timers kept per CPU (`Cpu::timer_at`, refreshed by each decision for
+    /// the CPUs it looked at), otherwise computed afresh (a measured charge moves budgets).
     fn compute_next_timer(&self) -> Option<Nanos> {
-        let mut next: Option<Nanos> = None;
-        let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
         debug_assert_eq!(
             self.next_replenish,
             self.servers
@@ -738,22 +800,39 @@ impl Scheduler {
                 .min(),
             "cached next replenishment is stale"
         );
-        if let Some(r) = self.next_replenish {
-            take(r);
+        let mut next = self.next_replenish;
+        let kept = self.opts.accounting == Accounting::Implicit;
+        for c in 0..self.cpus.len() {
+            let t = if kept {
+                debug_assert_eq!(self.cpus[c].timer_at, self.cpu_timer(c), "stale CPU timer");
+                self.cpus[c].timer_at
+            } else {
+                self.cpu_timer(c)
+            };
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+            }
         }
-        for c in &self.cpus {
-            if let Some(r) = c.running {
-                if let Some(s) = r.server {
-                    let rt = self.servers[s.index()].st.runtime.max(0) as u64;
-                    take(self.now + rt);
-                    let tk = &self.tasks[r.task.index()];
-                    if self.opts.timeslice > 0
-                        && tk
-                            .box_idx
-                            .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
-                    {
-                        take(self.now + self.opts.timeslice.saturating_sub(tk.slice_used));
-                    }
+        next
+    }
+
+    /// When the core must look at a CPU again for what runs on it: its server's budget
+    /// exhaustion (if its member keeps running) and, in a `fair` box, the member's round-robin
+    /// rotation.
+    fn cpu_timer(&self, c: usize) -> Option<Nanos> {
+        let mut next: Option<Nanos> = None;
+        let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+        if let Some(r) = self.cpus[c].running {
+            if let Some(s) = r.server {
+                let rt = self.servers[s.index()].st.runtime.max(0) as u64;
+                take(self.now + rt);
+                let tk = &self.tasks[r.task.index()];
+                if self.opts.timeslice > 0
+                    && tk
+                        .box_idx
+                        .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
+                {
+                    take(self.now + self.opts.timeslice.saturating_sub(tk.slice_used));
                 }
             }
         }
@@ -782,6 +861,16 @@ impl Scheduler {
     /// same value before can skip reading every CPU's [`Scheduler::running_at`] again.
     pub fn dispatch_generation(&self) -> u64 {
         self.dispatch_gen
+    }
+
+    /// Moves into `out` the positions (in [`Scheduler::cpus`]) of the CPUs whose running task
+    /// or server changed since the last call (every CPU at the first call), in no particular
+    /// order: a driver that follows every change need not look at the other CPUs.
+    pub fn take_dispatch_changes(&mut self, out: &mut Vec<usize>) {
+        for &c in &self.dispatch_changes {
+            self.cpus[c].changed = false;
+        }
+        out.append(&mut self.dispatch_changes);
     }
 
     /// What runs on the CPU at position `idx` of [`Scheduler::cpus`] (fast path for drivers).
@@ -947,6 +1036,9 @@ impl Scheduler {
         let mut set = std::mem::take(&mut self.scratch_set);
         set.clear();
         if self.all_touched {
+            for b in 0..self.boxes.len() {
+                self.mark_box(b);
+            }
             set.extend((0..self.servers.len()).map(|i| ServerId(i as u32)));
             for s in self.servers.iter_mut() {
                 s.touched = false;
@@ -995,55 +1087,130 @@ impl Scheduler {
                 }
             }
         }
-        for b in 0..self.boxes.len() {
-            if !self.boxes[b].sorted {
-                let pol = self.boxes[b].policy;
-                let mut ready = std::mem::take(&mut self.boxes[b].ready);
-                ready.sort_by_key(|t| key(pol, &self.tasks[t.index()]));
-                self.boxes[b].ready = ready;
-                self.boxes[b].sorted = true;
+        // Local-policy order where it changed (only in marked boxes: every change of order
+        // invalidates the placement, which marks the box).
+        for i in 0..self.marked.len() {
+            let bx = &mut self.boxes[self.marked[i]];
+            if !bx.sorted {
+                let pol = bx.policy;
+                let tasks = &self.tasks;
+                bx.ready.sort_by_key(|t| key(pol, &tasks[t.index()]));
+                bx.sorted = true;
             }
         }
+        debug_assert!(
+            self.boxes.iter().all(|b| b.sorted),
+            "an unmarked box lost its order"
+        );
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
         // Each round trims every box against the winners of the previous round; only the CPUs
-        // whose winner was trimmed need a new EDF pick (trimming removes winners only).
-        for b in 0..self.boxes.len() {
-            self.boxes[b].won.clear();
-        }
+        // whose winner was trimmed need a new EDF pick (trimming removes winners only). A box's
+        // won vCPUs are kept from the last decision's final winners and changed only on the
+        // CPUs whose winner before exclusions differs from it (their order is of no account:
+        // trimming and placement order vCPUs by their own keys).
+        // Only the CPUs of looked-at servers can have a new pick; on every other CPU the last
+        // decision's final winner is the pick (a CPU whose winner was trimmed has the trimmed
+        // server in `excluded_last`, so it is looked at).
+        let mut stale = std::mem::take(&mut self.scratch_stale);
+        stale.clear();
         for &id in &set {
             let c = self.servers[id.index()].cpu_idx;
-            self.cpus[c].stale = true;
-        }
-        for c in 0..self.cpus.len() {
-            if self.cpus[c].stale {
-                self.cpus[c].winner0 = self.edf_winner(c);
-                self.cpus[c].stale = false;
+            if !self.cpus[c].stale {
+                self.cpus[c].stale = true;
+                stale.push(c);
             }
-            let w = self.cpus[c].winner0;
-            debug_assert_eq!(w, self.edf_winner(c), "stale EDF winner");
-            self.cpus[c].winner = w;
-            self.note_winner(w);
+        }
+        for &c in &stale {
+            let w = self.edf_winner(c);
+            let cpu = &mut self.cpus[c];
+            cpu.winner0 = w;
+            cpu.stale = false;
+            let old = cpu.winner;
+            if w != old {
+                cpu.winner = w;
+                self.drop_winner(old);
+                self.note_winner(w);
+            }
+            self.redo_cpu(c);
+        }
+        self.scratch_stale = stale;
+        #[cfg(debug_assertions)]
+        for c in 0..self.cpus.len() {
+            debug_assert_eq!(self.cpus[c].winner0, self.edf_winner(c), "stale EDF winner");
+            debug_assert_eq!(
+                self.cpus[c].winner, self.cpus[c].winner0,
+                "stale final winner"
+            );
+        }
+        #[cfg(debug_assertions)]
+        for (b, bx) in self.boxes.iter().enumerate() {
+            let mut want: Vec<ServerId> = self
+                .cpus
+                .iter()
+                .filter_map(|c| c.winner0)
+                .filter(|s| self.servers[s.index()].owner == Owner::Box(b))
+                .collect();
+            let mut have = bx.won.clone();
+            want.sort_unstable();
+            have.sort_unstable();
+            debug_assert_eq!(have, want, "kept won vCPUs differ from the EDF winners");
         }
         let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
+        let mut gained = std::mem::take(&mut self.scratch_boxes);
         self.excluded_last.clear();
+        let mut first = true;
         loop {
             trimmed.clear();
-            for b in 0..self.boxes.len() {
-                // Only a box that won more vCPUs than it has ready members has any to give up
-                // (a box with none ready has no eligible server, so it won none).
-                let bx = &self.boxes[b];
-                if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
-                    self.trim_surplus(b, &mut trimmed);
+            // Only a box that won more vCPUs than it has ready members has any to give up (a
+            // box with none ready has no eligible server, so it won none). After the first
+            // round, a box's won vCPUs only grow through a new EDF pick (trimming leaves it as
+            // many as it has ready members), so only the boxes that gained one are looked at.
+            if first {
+                // The last decision left no box with a surplus; only a marked box (its ready
+                // members or won vCPUs changed) can have one now.
+                for i in 0..self.marked.len() {
+                    let b = self.marked[i];
+                    let bx = &self.boxes[b];
+                    if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
+                        self.trim_surplus(b, &mut trimmed);
+                    }
+                }
+                debug_assert!(
+                    self.boxes.iter().all(|bx| bx.marked
+                        || bx.placement != Placement::Global
+                        || bx.won.len() <= bx.ready.len()),
+                    "an unmarked box has a surplus"
+                );
+                first = false;
+            } else {
+                gained.sort_unstable();
+                gained.dedup();
+                for &b in &gained {
+                    let bx = &self.boxes[b];
+                    if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
+                        self.trim_surplus(b, &mut trimmed);
+                    }
+                }
+                #[cfg(debug_assertions)]
+                for (b, bx) in self.boxes.iter().enumerate() {
+                    debug_assert!(
+                        bx.placement != Placement::Global
+                            || bx.won.len() <= bx.ready.len()
+                            || gained.contains(&b),
+                        "a box that gained no vCPU has a surplus"
+                    );
                 }
             }
             if trimmed.is_empty() {
                 break;
             }
+            gained.clear();
             set.extend_from_slice(&trimmed);
             self.excluded_last.extend_from_slice(&trimmed);
             for &s in &trimmed {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
+                    self.mark_box(b);
                 }
             }
             for &s in &trimmed {
@@ -1051,28 +1218,89 @@ impl Scheduler {
                 debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
                 let w = self.edf_winner(c);
                 self.cpus[c].winner = w;
-                self.note_winner(w);
+                self.redo_cpu(c);
+                if let Some(b) = self.note_winner(w) {
+                    gained.push(b);
+                }
             }
         }
         self.scratch_trimmed = trimmed;
-        // 3. Place global members on winning vCPUs.
-        for b in 0..self.boxes.len() {
-            if self.boxes[b].placement == Placement::Global {
-                self.place_global(b, now);
+        self.scratch_boxes = gained;
+        // 3. Place global members on winning vCPUs (only a marked box can need it).
+        for i in 0..self.marked.len() {
+            let b = self.marked[i];
+            let bx = &mut self.boxes[b];
+            bx.marked = false;
+            match bx.placement {
+                Placement::Global => {
+                    if !bx.placement_holds() {
+                        self.place_global(b, now);
+                    }
+                }
+                // A pinned vCPU hosts its most urgent ready member, found when it runs: any
+                // change in the box may change it.
+                Placement::Pinned => {
+                    for i in 0..self.boxes[b].servers.len() {
+                        let c = self.servers[self.boxes[b].servers[i].index()].cpu_idx;
+                        self.redo_cpu(c);
+                    }
+                }
             }
         }
-        // 4. What runs per CPU: the winner's first member, else background work.
+        self.marked.clear();
+        debug_assert!(
+            self.boxes
+                .iter()
+                .all(|bx| bx.placement != Placement::Global || bx.placement_holds()),
+            "an unmarked box needs placing"
+        );
+        // 4. What runs per CPU: the winner's first member, else background work. Background
+        // work is placed over all CPUs at once; without any, only the CPUs listed in `redo` can
+        // change.
+        let mut redo = std::mem::take(&mut self.redo);
+        let background = self.has_background_work();
+        if background {
+            for c in 0..self.cpus.len() {
+                if !self.cpus[c].redo {
+                    self.cpus[c].redo = true;
+                    redo.push(c);
+                }
+            }
+        }
+        if self.opts.record_events || background {
+            // The events come out in CPU order; background placement indexes by CPU.
+            redo.sort_unstable();
+        }
         let mut new_running = std::mem::take(&mut self.scratch_running);
         new_running.clear();
-        for c in 0..self.cpus.len() {
-            new_running.push(self.cpus[c].winner.and_then(|s| {
+        let mut idle = false;
+        for &c in &redo {
+            self.cpus[c].redo = false;
+            let run = self.cpus[c].winner.and_then(|s| {
                 self.server_head(s).map(|task| Running {
                     task,
                     server: Some(s),
                 })
-            }));
+            });
+            idle |= run.is_none();
+            new_running.push(run);
         }
-        self.place_background(&mut new_running);
+        if idle && background {
+            // `redo` lists every CPU here, in CPU order.
+            self.place_background(&mut new_running);
+        }
+        #[cfg(debug_assertions)]
+        for c in 0..self.cpus.len() {
+            if !redo.contains(&c) {
+                let run = self.cpus[c].winner.and_then(|s| {
+                    self.server_head(s).map(|task| Running {
+                        task,
+                        server: Some(s),
+                    })
+                });
+                debug_assert_eq!(run, self.cpus[c].running, "a CPU left out changed");
+            }
+        }
         // 5. Commit CBS state and check invariants.
         let check = cfg!(debug_assertions);
         if check {
@@ -1080,9 +1308,13 @@ impl Scheduler {
                 self.cpus[c].active_bw = Bandwidth::ZERO;
             }
         }
-        // In id order, so that the events come out as from a pass over every server.
-        set.sort_unstable();
-        set.dedup();
+        // In id order, so that the events come out as from a pass over every server. Without
+        // events the order does not matter and neither do repeats: committing a server twice
+        // leaves it as committing it once (it is backlogged after the first).
+        if self.opts.record_events {
+            set.sort_unstable();
+            set.dedup();
+        }
         for &id in &set {
             let s = &mut self.servers[id.index()];
             let has_work = s.has_work;
@@ -1114,26 +1346,8 @@ impl Scheduler {
                 }
             }
         }
-        for (c, &new) in new_running.iter().enumerate() {
+        for (&c, &new) in redo.iter().zip(&new_running) {
             let cpu = &self.cpus[c];
-            debug_assert!(
-                cpu.active_bw <= cpu.total_bw,
-                "CPU {}: active bandwidth above the CPU's servers",
-                cpu.id
-            );
-            if let Some(Running {
-                server: Some(s), ..
-            }) = new
-            {
-                debug_assert!(
-                    !self.servers[s.index()].throttled,
-                    "a throttled server runs"
-                );
-                debug_assert!(
-                    self.servers[s.index()].st.runtime > 0,
-                    "a server without budget runs"
-                );
-            }
             if cpu.running != new {
                 if self.opts.record_events {
                     self.events.push_back(Event::Dispatched {
@@ -1144,9 +1358,48 @@ impl Scheduler {
                 }
                 self.cpus[c].running = new;
                 self.dispatch_gen += 1;
+                if !self.cpus[c].changed {
+                    self.cpus[c].changed = true;
+                    self.dispatch_changes.push(c);
+                }
             }
         }
+        for &c in &redo {
+            self.cpus[c].timer_at = self.cpu_timer(c);
+        }
+        redo.clear();
+        self.redo = redo;
         self.scratch_running = new_running;
+        #[cfg(debug_assertions)]
+        for cpu in &self.cpus {
+            debug_assert!(
+                cpu.active_bw <= cpu.total_bw,
+                "CPU {}: active bandwidth above the CPU's servers",
+                cpu.id
+            );
+            if let Some(Running {
+                server: Some(s), ..
+            }) = cpu.running
+            {
+                debug_assert!(
+                    !self.servers[s.index()].throttled,
+                    "a throttled server runs"
+                );
+                debug_assert!(
+                    self.servers[s.index()].st.runtime > 0,
+                    "a server without budget runs"
+                );
+            }
+        }
+    }
+
+    /// Lists a CPU whose running server or hosted member may change in this decision.
+    fn redo_cpu(&mut self, c: usize) {
+        let cpu = &mut self.cpus[c];
+        if !cpu.redo {
+            cpu.redo = true;
+            self.redo.push(c);
+        }
     }
 
     fn edf_winner(&self, c: usize) -> Option<ServerId> {
@@ -1163,11 +1416,28 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
-    /// Adds an EDF winner to its box's list of won vCPUs.
-    fn note_winner(&mut self, w: Option<ServerId>) {
+    /// Adds an EDF winner to its box's list of won vCPUs (and marks the box); returns the box.
+    fn note_winner(&mut self, w: Option<ServerId>) -> Option<usize> {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
                 self.boxes[b].won.push(s);
+                self.mark_box(b);
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// Removes a server that no longer wins its CPU from its box's list of won vCPUs (and
+    /// marks the box).
+    fn drop_winner(&mut self, w: Option<ServerId>) {
+        if let Some(s) = w {
+            if let Owner::Box(b) = self.servers[s.index()].owner {
+                let won = &mut self.boxes[b].won;
+                if let Some(i) = won.iter().position(|&x| x == s) {
+                    won.swap_remove(i);
+                }
+                self.mark_box(b);
             }
         }
     }
@@ -1201,7 +1471,7 @@ impl Scheduler {
     /// preempted vCPU as seed 004 section 3.1).
     fn place_global(&mut self, b: usize, now: Nanos) {
         let bx = &mut self.boxes[b];
-        if bx.placed_valid && bx.won == bx.placed_won {
+        if bx.placement_holds() {
             debug_assert!(
                 bx.ready
                     .iter()
@@ -1216,6 +1486,11 @@ impl Scheduler {
         bx.placed_valid = true;
         bx.placed_won.clear();
         bx.placed_won.extend_from_slice(&bx.won);
+        // The members hosted by its won vCPUs may change.
+        for i in 0..self.boxes[b].won.len() {
+            let c = self.servers[self.boxes[b].won[i].index()].cpu_idx;
+            self.redo_cpu(c);
+        }
         // No vCPU won: every ready member waits unplaced (and with none ready, nothing to do).
         if self.boxes[b].won.is_empty() {
             let (boxes, tasks) = (&self.boxes, &mut self.tasks);
@@ -1232,13 +1507,22 @@ impl Scheduler {
         let top = free.len().min(bx.ready.len());
         let pending = &mut self.scratch;
         pending.clear();
+        // Each won vCPU hosts at most one of the top members: note it for `server_head` (a
+        // member that keeps its vCPU here, a pending one below).
+        let servers = &mut self.servers;
+        for &s in &bx.won {
+            servers[s.index()].head = None;
+        }
         for &t in &bx.ready[..top] {
-            // A member keeps a vCPU it already sits on if that vCPU still won.
+            // A member keeps a vCPU it already sits on if that vCPU still won (and no member
+            // before it kept it: after a reconfiguration turned a pinned box global, several
+            // members may name the same vCPU).
             match tasks[t.index()]
                 .placed
                 .and_then(|s| free.iter().position(|&x| x == s))
             {
                 Some(i) => {
+                    servers[free[i].index()].head = Some(t);
                     free.swap_remove(i);
                 }
                 None => pending.push(t),
@@ -1246,16 +1530,6 @@ impl Scheduler {
         }
         for &t in &bx.ready[top..] {
             tasks[t.index()].placed = None;
-        }
-        // Each won vCPU hosts at most one of the top members: note it for `server_head`.
-        let servers = &mut self.servers;
-        for &s in &bx.won {
-            servers[s.index()].head = None;
-        }
-        for &t in &bx.ready[..top] {
-            if let Some(s) = tasks[t.index()].placed {
-                servers[s.index()].head = Some(t);
-            }
         }
         if pending.is_empty() {
             return;
@@ -1308,6 +1582,12 @@ impl Scheduler {
                 }
             }
         }
+    }
+
+    /// Whether `place_background` can have anything to place: a background task, or a box in
+    /// reclaim mode (whose members may run uncharged while it is throttled).
+    fn has_background_work(&self) -> bool {
+        !self.background.is_empty() || self.any_reclaim
     }
 
     /// CPUs no server uses run background tasks by global fixed priority, then members of
@@ -1377,6 +1657,16 @@ impl Scheduler {
             }
         }
         self.scratch = cand;
+    }
+}
+
+impl Bx {
+    /// The last placement holds: no member's readiness, order or vCPU changed since, and the
+    /// box won the same vCPUs (as a set: the lists are short and hold each vCPU once).
+    fn placement_holds(&self) -> bool {
+        self.placed_valid
+            && self.won.len() == self.placed_won.len()
+            && self.won.iter().all(|s| self.placed_won.contains(s))
     }
 }
 

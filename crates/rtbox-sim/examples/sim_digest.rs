@@ -1,7 +1,9 @@
 //! Prints a digest of full simulation outputs (the JSON report with every job, and the trace)
 //! for every example configuration under every model and for the standard benchmark scenario
 //! under several seeds. Two builds that print the same lines produced the same schedules, so
-//! a performance change can be checked for unchanged semantics by diffing this output.
+//! a performance change can be checked for unchanged semantics by diffing this output. Each run
+//! is done with the trace (the core queues its events) and without (the benchmark's path: no
+//! events queued, so the core takes its shortcuts for that case).
 //!
 //! Usage: cargo run --release -p rtbox-sim --example sim_digest -- [EXAMPLES_DIR] [SECONDS]
 
@@ -12,12 +14,12 @@ use rtbox_model::System;
 use rtbox_sim::bench::standard_system;
 use rtbox_sim::{simulate, ModelKind, SimOptions};
 
-fn digest(label: &str, system: &System, model: ModelKind, secs: u64) {
+fn digest(label: &str, system: &System, model: ModelKind, secs: u64, with_trace: bool) {
     let opts = SimOptions {
         duration: secs * 1_000_000_000,
         model,
         record_jobs: true,
-        record_trace: true,
+        record_trace: with_trace,
         trace_until: 1_000_000_000,
         ..SimOptions::default()
     };
@@ -29,8 +31,9 @@ fn digest(label: &str, system: &System, model: ModelKind, secs: u64) {
             json.hash(&mut h);
             trace.hash(&mut h);
             println!(
-                "{label} {}: {} events, {} misses, {} bytes, digest {:016x}",
+                "{label} {}{}: {} events, {} misses, {} bytes, digest {:016x}",
                 model.name(),
+                if with_trace { "" } else { " (no trace)" },
                 r.events,
                 r.total_misses(),
                 json.len() + trace.len(),
@@ -66,7 +69,9 @@ fn main() {
         match rtbox_config::load_file(&f) {
             Ok(system) => {
                 for m in models {
-                    digest(&label, &system, m, secs);
+                    for trace in [true, false] {
+                        digest(&label, &system, m, secs, trace);
+                    }
                 }
             }
             Err(e) => println!("{label}: not loaded ({e})"),
@@ -75,7 +80,9 @@ fn main() {
     for seed in 1..=4 {
         let system = standard_system(seed);
         for m in models {
-            digest(&format!("standard seed {seed}"), &system, m, secs);
+            for trace in [true, false] {
+                digest(&format!("standard seed {seed}"), &system, m, secs, trace);
+            }
         }
     }
 }

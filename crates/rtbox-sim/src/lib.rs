@@ -387,6 +387,9 @@ struct Sim<'a> {
     cpu_ids: Vec<u32>,
     /// The model's dispatch generation at the last `observe`.
     seen_generation: Option<u64>,
+    /// Scratch of `observe`: the CPUs to look at, and what ran on each CPU before.
+    changed: Vec<usize>,
+    before: Vec<Option<(usize, Option<usize>)>>,
 }
 
 impl<'a> Sim<'a> {
@@ -508,6 +511,8 @@ impl<'a> Sim<'a> {
             model_events: Vec::new(),
             cpu_ids,
             seen_generation: None,
+            changed: Vec::with_capacity(ncpu),
+            before: Vec::with_capacity(ncpu),
         }
     }
 
@@ -617,17 +622,32 @@ impl<'a> Sim<'a> {
             return;
         }
         self.seen_generation = generation;
-        for c in 0..self.running.len() {
-            let new = self.model.running(c);
-            let old = self.running[c];
+        // The CPUs to look at: those the model reports as changed (in CPU order), else all.
+        let mut cpus = std::mem::take(&mut self.changed);
+        cpus.clear();
+        if self.model.take_changed_cpus(&mut cpus) {
+            cpus.sort_unstable();
+        } else {
+            cpus.extend(0..self.running.len());
+        }
+        // First what runs now everywhere (the preemption check looks at every CPU), then the
+        // changes one CPU at a time.
+        let mut before = std::mem::take(&mut self.before);
+        before.clear();
+        before.extend_from_slice(&self.running);
+        for &c in &cpus {
+            self.running[c] = self.model.running(c);
+        }
+        for &c in &cpus {
+            let new = self.running[c];
+            let old = before[c];
             if new == old {
                 continue;
             }
             self.events += 1;
             if let Some((t, s)) = old {
                 if !self.tasks[t].jobs.is_empty()
-                    && !(0..self.running.len())
-                        .any(|x| self.model.running(x).is_some_and(|r| r.0 == t))
+                    && !self.running.iter().any(|r| r.is_some_and(|r| r.0 == t))
                 {
                     self.preemptions[c] += 1;
                 }
@@ -649,9 +669,10 @@ impl<'a> Sim<'a> {
                     }
                 }
             }
-            self.running[c] = new;
             self.since[c] = self.now;
         }
+        self.changed = cpus;
+        self.before = before;
     }
 
     fn close_segment(&mut self, c: usize, t: usize, s: Option<usize>) {
@@ -737,15 +758,23 @@ impl<'a> Sim<'a> {
     }
 
     fn release_due(&mut self) {
-        while let Some(&Reverse((r, nominal, t))) = self.releases.peek() {
-            if r > self.now {
-                break;
-            }
-            self.releases.pop();
-            let spec = &self.system.tasks[t];
-            let deadline = nominal + spec.deadline;
-            let (n2, a2) = self.tasks[t].source.take_release(spec, &mut self.rng);
-            self.releases.push(Reverse((a2.max(self.now), n2, t)));
+        // The task's next release replaces the due one in place (one sift instead of a pop and
+        // a push); keys are unique (one pending release per head task), so the order of
+        // releases does not depend on the heap's shape.
+        loop {
+            let (t, nominal, deadline) = {
+                let Some(mut top) = self.releases.peek_mut() else {
+                    break;
+                };
+                let Reverse((r, nominal, t)) = *top;
+                if r > self.now {
+                    break;
+                }
+                let spec = &self.system.tasks[t];
+                let (n2, a2) = self.tasks[t].source.take_release(spec, &mut self.rng);
+                *top = Reverse((a2.max(self.now), n2, t));
+                (t, nominal, nominal + spec.deadline)
+            };
             self.release(t, nominal, deadline);
         }
     }

@@ -42,6 +42,12 @@ pub trait Model {
     fn dispatch_generation(&self) -> Option<u64> {
         None
     }
+    /// Appends the CPUs (indices) whose [`Model::running`] may have changed since the last
+    /// call, and returns true; a model that does not keep such a list returns false (look at
+    /// every CPU).
+    fn take_changed_cpus(&mut self, _out: &mut Vec<usize>) -> bool {
+        false
+    }
     fn servers(&self) -> Vec<ServerDesc>;
     /// The server a task is bound to for good (a member of a pinned box, by the scheduler's own
     /// placement), as an index into [`Model::servers`]; `None` when it may move or has none.
@@ -122,6 +128,10 @@ impl Model for RtboxModel {
     }
     fn dispatch_generation(&self) -> Option<u64> {
         Some(self.sched.dispatch_generation())
+    }
+    fn take_changed_cpus(&mut self, out: &mut Vec<usize>) -> bool {
+        self.sched.take_dispatch_changes(out);
+        true
     }
     fn running(&self, cpu: usize) -> Option<(usize, Option<usize>)> {
         // Task ids are dense and registered in system order.
