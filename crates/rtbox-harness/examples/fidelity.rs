@@ -1,21 +1,28 @@
 //! Fidelity of analysis-sized boxes on the real kernel (see `rtbox_harness::fidelity`):
-//! `fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED] [WORK_PCT]` runs sets FIRST..FIRST+COUNT
-//! for SECS seconds each and prints one table row per set, the simulator's figures beside the
-//! real ones. Takes the machine-wide real-runtime lock for the whole chunk. Needs root and
-//! rt-app; experiments/fidelity.sh runs it in chunks beside unmanaged load.
+//! `fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED] [WORK_PCT] [load|rt-app]` runs sets
+//! FIRST..FIRST+COUNT for SECS seconds each and prints one table row per set, the simulator's
+//! figures beside the real ones. The workload is `rtbox load` (jobs of exactly their WCET of
+//! CPU time; the default) or rt-app (calibrated loops, WORK_PCT % of each WCET). Takes the
+//! machine-wide real-runtime lock for the whole chunk. Needs root (and rt-app for rt-app);
+//! experiments/fidelity.sh runs it in chunks beside unmanaged load.
 
 use std::path::PathBuf;
 
-use rtbox_harness::fidelity::{self, calibrate, draw, rt_app_present, run, simulate, size};
+use rtbox_harness::fidelity::{
+    self, calibrate, draw, rt_app_present, run, simulate, size, Workload,
+};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED] [WORK_PCT]");
+        eprintln!(
+            "usage: fidelity RTBOX_BIN FIRST COUNT SECS [MARGIN_PCT] [SEED] [WORK_PCT] [load|rt-app]"
+        );
         std::process::exit(2);
     }
-    if !rtbox_linux::is_root() || !rt_app_present() {
-        eprintln!("fidelity: needs root and rt-app (Debian package rt-app); skipped");
+    let rt_app = a.get(8).is_some_and(|w| w == "rt-app");
+    if !rtbox_linux::is_root() || (rt_app && !rt_app_present()) {
+        eprintln!("fidelity: needs root (and rt-app, Debian package rt-app, for rt-app); skipped");
         return;
     }
     let rtbox = PathBuf::from(&a[1]);
@@ -23,15 +30,26 @@ fn main() {
     let (first, count, secs) = (num(2, 0), num(3, 20), num(4, 4));
     let (margin, seed, work) = (num(5, 60), num(6, 2026), num(7, 100));
     let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
-    let cal_dir = fidelity::scratch("cal", first);
-    std::fs::create_dir_all(&cal_dir).unwrap();
-    let Some(cal) = calibrate(&cal_dir) else {
-        eprintln!("fidelity: rt-app calibration failed");
-        std::process::exit(1);
+    let workload = if rt_app {
+        let cal_dir = fidelity::scratch("cal", first);
+        std::fs::create_dir_all(&cal_dir).unwrap();
+        let Some(calibration) = calibrate(&cal_dir) else {
+            eprintln!("fidelity: rt-app calibration failed");
+            std::process::exit(1);
+        };
+        let _ = std::fs::remove_dir_all(&cal_dir);
+        Workload::RtApp { calibration }
+    } else {
+        Workload::Load
     };
-    let _ = std::fs::remove_dir_all(&cal_dir);
+    let what = match workload {
+        Workload::Load => "rtbox load (every job exactly its WCET of thread CPU time)".to_string(),
+        Workload::RtApp { calibration } => {
+            format!("rt-app, work {work} % of WCET, calibration {calibration} ns/loop")
+        }
+    };
     println!(
-        "# seed {seed}, sets {first}..{}, {secs} s each, WCET margin {margin} %, rt-app work {work} % of WCET, rt-app calibration {cal} ns/loop",
+        "# seed {seed}, sets {first}..{}, {secs} s each, WCET margin {margin} %, workload {what}",
         first + count
     );
     for i in first..first + count {
@@ -56,7 +74,7 @@ fn main() {
             simulate(&rtbox, &f, secs)
         };
         let (sim_jobs, sim_misses) = sim.unwrap_or((0, u64::MAX));
-        match run(&rtbox, &set, secs, cal, &dir) {
+        match run(&rtbox, &set, secs, workload, &dir) {
             Ok(o) => {
                 let own: Vec<String> = o
                     .tasks
@@ -73,7 +91,7 @@ fn main() {
                     })
                     .collect();
                 println!(
-                    "| {i} | {} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {} | {} |",
+                    "| {i} | {} | {} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {:.2} ({:.2}) | {} | {} | {} |",
                     set.kind.name(),
                     set.tasks.len(),
                     set.utilization(),
@@ -85,6 +103,7 @@ fn main() {
                     o.stalls,
                     o.steal_ns as f64 / 1e6,
                     o.cpu_over_wcet,
+                    o.job_cpu_max,
                     sim_jobs,
                     sim_misses,
                     own.join(" ")

@@ -18,11 +18,16 @@ use rtbox_analysis::synth::{synthesize_box, Request};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_model::{Nanos, TaskSpec};
 use rtbox_workload::rng::Rng;
-use rtbox_workload::rtapp_log::{job_missed, parse_log};
+use rtbox_workload::rtapp_log::parse_log;
 use rtbox_workload::taskset::{Priorities, TaskSetParams, UtilMethod};
 
 /// The BDM delay every box is synthesized for.
 pub const DELTA: Nanos = 5_000_000;
+/// The WCET margin of the experiment and its CI variant, in percent: with `rtbox load` a job
+/// uses its WCET exactly, so the margin only covers the runtime's own tolerance (a stop up to
+/// ~0.2 ms late is paid back in the next period; interrupts are charged to the member they
+/// interrupt).
+pub const MARGIN_PCT: u64 = 10;
 /// A canary wake-up later than this is recorded (the loop's steps take < 0.3 ms).
 const CANARY_RECORD: u64 = 500_000;
 
@@ -344,8 +349,11 @@ pub struct RunOutcome {
     /// Canary wake-ups later than 2 ms.
     pub stalls: usize,
     pub steal_ns: u64,
-    /// CPU time rt-app used over the run against its jobs' nominal WCETs.
+    /// CPU time the jobs used over the run against their nominal WCETs (rt-app: the whole
+    /// process's CPU time; `rtbox load`: the jobs' own CPU clocks).
     pub cpu_over_wcet: f64,
+    /// The largest CPU time of one job against its WCET (`rtbox load` only; 0 for rt-app).
+    pub job_cpu_max: f64,
     /// The daemon's threads when its stop did not finish (`None`: it stopped).
     pub stop_hung: Option<String>,
 }
@@ -528,7 +536,7 @@ pub fn run(
     rtbox: &Path,
     set: &SizedSet,
     secs: u64,
-    calibration: u64,
+    workload: Workload,
     dir: &Path,
 ) -> Result<RunOutcome, String> {
     let _ = std::fs::remove_dir_all(dir);
@@ -536,7 +544,10 @@ pub fn run(
     std::fs::create_dir_all(&logdir).map_err(|e| e.to_string())?;
     let cfg = dir.join("set.toml");
     std::fs::write(&cfg, &set.config).map_err(|e| e.to_string())?;
-    for b in &set.boxes {
+    for b in set.boxes.iter().filter(|_| workload != Workload::Load) {
+        let Workload::RtApp { calibration } = workload else {
+            unreachable!()
+        };
         let out = Command::new(rtbox)
             .arg("rt-app")
             .arg(&cfg)
@@ -604,16 +615,30 @@ pub fn run(
         .iter()
         .map(|b| {
             let mut cmd = if plain {
-                Command::new("rt-app")
+                Command::new(if workload == Workload::Load {
+                    rtbox.as_os_str()
+                } else {
+                    "rt-app".as_ref()
+                })
             } else {
                 let mut c = Command::new(rtbox);
-                c.args(["exec", b, "--socket"])
-                    .arg(&sock)
-                    .args(["--", "rt-app"]);
+                c.args(["exec", b, "--socket"]).arg(&sock).arg("--");
+                match workload {
+                    Workload::Load => c.arg(rtbox),
+                    Workload::RtApp { .. } => c.arg("rt-app"),
+                };
                 c
             };
-            cmd.arg(dir.join(format!("{b}.json")))
-                .stdout(Stdio::null())
+            match workload {
+                Workload::Load => cmd
+                    .arg("load")
+                    .arg(&cfg)
+                    .args(["--box", b, "--duration", &format!("{secs}s")])
+                    .args(["--delay", &format!("{START_DELAY_US}us"), "--logdir"])
+                    .arg(&logdir),
+                Workload::RtApp { .. } => cmd.arg(dir.join(format!("{b}.json"))),
+            };
+            cmd.stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| e.to_string())
@@ -635,7 +660,7 @@ pub fn run(
     }
     let stop_hung = daemon.stop();
     if let Err(st) = status {
-        return Err(format!("rt-app inside the box: {st}"));
+        return Err(format!("the workload inside the box: {st}"));
     }
     let late = late.lock().unwrap().clone();
     let mut outcome = RunOutcome {
@@ -646,47 +671,106 @@ pub fn run(
         ..RunOutcome::default()
     };
     let mut demand = 0u64;
+    let mut job_cpu = 0u64;
     for t in &set.tasks {
-        let log = std::fs::read_dir(&logdir)
-            .map_err(|e| e.to_string())?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name().is_some_and(|n| {
-                    n.to_string_lossy()
-                        .starts_with(&format!("rt-app-{}-", t.name))
-                })
-            })
-            .ok_or(format!("no rt-app log of {}", t.name))?;
-        let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
-        let rows = parse_log(&text).map_err(|e| format!("{}: {e}", log.display()))?;
+        let jobs = task_jobs(workload, &logdir, t)?;
         let mut o = TaskOutcome {
             name: t.name.clone(),
-            jobs: rows.len() as u64,
+            jobs: jobs.len() as u64,
             ..TaskOutcome::default()
         };
-        demand += rows.len() as u64 * t.wcet;
-        let first = rows.first().map_or(0, |r| r.start);
-        for r in &rows {
-            let Some(lateness) = job_missed(r, t.period, t.deadline) else {
+        demand += jobs.len() as u64 * t.wcet;
+        for j in &jobs {
+            if let Some(c) = j.cpu {
+                job_cpu += c;
+                outcome.job_cpu_max = outcome.job_cpu_max.max(c as f64 / t.wcet as f64);
+            }
+        }
+        let first = jobs.first().map_or(0, |j| j.release);
+        for j in &jobs {
+            let Some(lateness) = j.end.checked_sub(j.release + t.deadline).filter(|&l| l > 0)
+            else {
                 continue;
             };
             o.misses += 1;
-            // release = end + slack - P (rt-app's µs, CLOCK_MONOTONIC).
-            let release = ((r.end + r.slack) * 1000) as u64 - t.period;
-            let end = (r.end * 1000) as u64;
-            if !during_stall(release, end, lateness, &late) {
-                o.own.push(((r.start - first) as u64, lateness));
+            if !during_stall(j.release, j.end, lateness, &late) {
+                o.own.push(((j.release - first) / 1000, lateness));
             }
         }
         outcome.tasks.push(o);
     }
+    // rtbox load: the jobs' own CPU clocks (its main thread only waits); rt-app: the process's.
+    let used = if workload == Workload::Load {
+        job_cpu
+    } else {
+        cpu_used
+    };
     outcome.cpu_over_wcet = if demand > 0 {
-        cpu_used as f64 / demand as f64
+        used as f64 / demand as f64
     } else {
         0.0
     };
     Ok(outcome)
+}
+
+/// What runs the set's jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// `rtbox load` (`rtbox_task::load`): every job burns exactly its WCET of its thread's own
+    /// CPU clock, whatever the machine's speed, and logs its release, start and end.
+    Load,
+    /// rt-app with its `run` loops calibrated at `calibration` ns per loop: a job's CPU time
+    /// grows when the machine is slower than at calibration (1.6-2.0 times here beside load).
+    RtApp { calibration: u64 },
+}
+
+/// One job as a log shows it: release and end (CLOCK_MONOTONIC ns), CPU time when known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    pub release: u64,
+    pub end: u64,
+    /// The job's own CPU time (`rtbox load` logs it; rt-app does not).
+    pub cpu: Option<u64>,
+}
+
+/// Task `t`'s jobs from the logs in `logdir`.
+fn task_jobs(workload: Workload, logdir: &Path, t: &TaskSpec) -> Result<Vec<Job>, String> {
+    if workload == Workload::Load {
+        let f = logdir.join(format!("{}.log", t.name));
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let jobs =
+            rtbox_task::load::parse_log(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+        return Ok(jobs
+            .iter()
+            .map(|j| Job {
+                release: j.release,
+                end: j.end,
+                cpu: Some(j.cpu),
+            })
+            .collect());
+    }
+    let log = std::fs::read_dir(logdir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with(&format!("rt-app-{}-", t.name))
+            })
+        })
+        .ok_or(format!("no rt-app log of {}", t.name))?;
+    let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    let rows = parse_log(&text).map_err(|e| format!("{}: {e}", log.display()))?;
+    Ok(rows
+        .iter()
+        .map(|r| Job {
+            // release = end + slack - P (rt-app's us, CLOCK_MONOTONIC).
+            release: ((r.end + r.slack) * 1000) as u64 - t.period,
+            end: (r.end * 1000) as u64,
+            cpu: None,
+        })
+        .collect())
 }
 
 /// A scratch directory for set `index` under the system's temporary directory.
