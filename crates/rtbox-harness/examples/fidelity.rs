@@ -28,7 +28,10 @@ fn main() {
     let rtbox = PathBuf::from(&a[1]);
     let num = |i: usize, d: u64| a.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (first, count, secs) = (num(2, 0), num(3, 20), num(4, 4));
-    let (margin, seed, work) = (num(5, 60), num(6, 2026), num(7, 100));
+    let (margin, seed, work) = (num(5, fidelity::MARGIN_PCT), num(6, 2026), num(7, 100));
+    // RTBOX_FIDELITY_KEEP=DIR: every set's canary records, and the job logs of sets with a
+    // miss, are kept in DIR/set-INDEX/ (so that a miss can be checked).
+    let keep = std::env::var_os("RTBOX_FIDELITY_KEEP").map(PathBuf::from);
     let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
     let workload = if rt_app {
         let cal_dir = fidelity::scratch("cal", first);
@@ -76,6 +79,9 @@ fn main() {
         let (sim_jobs, sim_misses) = sim.unwrap_or((0, u64::MAX));
         match run(&rtbox, &set, secs, workload, &dir) {
             Ok(o) => {
+                if let Some(k) = &keep {
+                    keep_records(k, i, &dir, &o);
+                }
                 let own: Vec<String> = o
                     .tasks
                     .iter()
@@ -119,4 +125,36 @@ fn main() {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// Keeps set `i`'s canary records (`canary.txt`: CPU, due, late, ns) and, when it missed a
+/// deadline, its job logs and misses (`misses.txt`: task, release, end, busy-period start, ns).
+fn keep_records(keep: &std::path::Path, i: u64, dir: &std::path::Path, o: &fidelity::RunOutcome) {
+    let to = keep.join(format!("set-{i}"));
+    let _ = std::fs::create_dir_all(&to);
+    let canary: String = o
+        .canary
+        .iter()
+        .map(|l| format!("{} {} {}\n", l.cpu, l.due, l.late))
+        .collect();
+    let _ = std::fs::write(to.join("canary.txt"), canary);
+    if o.misses() == 0 {
+        return;
+    }
+    let misses: String = o
+        .tasks
+        .iter()
+        .flat_map(|t| {
+            t.missed
+                .iter()
+                .map(move |(r, e, b)| format!("{} {r} {e} {b}\n", t.name))
+        })
+        .collect();
+    let _ = std::fs::write(to.join("misses.txt"), misses);
+    if let Ok(rd) = std::fs::read_dir(dir.join("log")) {
+        for f in rd.flatten() {
+            let _ = std::fs::copy(f.path(), to.join(f.file_name()));
+        }
+    }
+    let _ = std::fs::copy(dir.join("set.toml"), to.join("set.toml"));
 }

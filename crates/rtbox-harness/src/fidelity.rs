@@ -38,14 +38,15 @@ pub enum Kind {
     Global,
     /// Partitioned fixed priority: one pinned FIFO box per CPU (`P0` on CPU 0, `P1` on CPU 1),
     /// the tasks placed first-fit by decreasing utilization where the box still has an
-    /// admissible interface. Two boxes rather than one pinned box of two vCPUs: the daemon
-    /// places a pinned box's threads without timing figures on the vCPU with the fewest
-    /// members, which is not the analysis's partition (rt-app's threads carry no task name the
-    /// daemon could match).
+    /// admissible interface. Two boxes rather than one pinned box of two vCPUs so that each CPU
+    /// gets its own BDM alpha (one box's interface gives every vCPU the same). The daemon
+    /// places a one-box partition's configured tasks on the analysis's vCPUs as well
+    /// (`runtime/pinnames.rs`, tested by rtbox-cli's `daemon_pinplan`).
     Pinned,
     /// One global EDF box on CPUs 0-1 (box `A`). The daemon ranks an EDF box's threads by
-    /// their own priorities (it does not see their jobs' deadlines), so rt-app's threads run
-    /// at their DM priorities while the analysis and the simulator use EDF.
+    /// their own priorities (it does not see their jobs' deadlines), so the workload's threads
+    /// run at their DM priorities: the box is sized with the fixed-priority test, which is how
+    /// it really runs; the simulator runs EDF.
     Edf,
 }
 
@@ -172,7 +173,11 @@ pub fn with_margin(c: Nanos, pct: u64) -> Nanos {
 /// `margin_pct` larger, and its bandwidth; `Err` with the reason when there is none, or when
 /// the daemon would not admit it beside its enforcement loop.
 fn synthesize(b: &SetBox, margin_pct: u64) -> Result<(String, f64), String> {
+    // An EDF box is sized as the daemon runs it: its threads in their own (deadline-monotonic)
+    // priority order, i.e. with the fixed-priority test (docs/benchmarks-runtime.md, "EDF
+    // boxes"); its configuration stays `edf`, which the simulator runs.
     let inflated = SetBox {
+        policy: if b.policy == "edf" { "fifo" } else { b.policy },
         tasks: b
             .tasks
             .iter()
@@ -317,18 +322,53 @@ pub struct Late {
 }
 
 /// Rule: a job that finished `lateness` after its deadline missed because of the machine when,
-/// on one CPU, the canary's lateness inside the job's window (release .. end) adds up to at
+/// on one CPU, the canary's lateness inside the job's window (`from` .. `end`) adds up to at
 /// least `lateness`: the vCPU was stopped (or a higher class ran) at least that long while
-/// the job was pending, more than the slack it had, so no scheduling in the guest could have
-/// met the deadline. Otherwise the miss is rtbox's.
-pub fn during_stall(release: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
+/// work the job waited for was pending, more than the slack it had, so no scheduling in the
+/// guest could have met the deadline. Otherwise the miss is rtbox's. `from` is the start of
+/// the job's level busy period ([`busy_start`]), not its release: a stall just before the
+/// release that left higher-priority (or the task's own earlier) work pending delays the job
+/// as much as one inside its own window.
+pub fn during_stall(from: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
     let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
     for l in late {
-        if l.due + l.late >= release && l.due <= end {
+        if l.due + l.late >= from && l.due <= end {
             *per_cpu.entry(l.cpu).or_default() += l.late;
         }
     }
     per_cpu.values().any(|&s| s >= lateness)
+}
+
+/// Rule: the start of the busy period at a job's level that contains its release `release`:
+/// the last instant at or before it when no job of its level was pending. `pending` holds
+/// (release, end) of every job of the level (the task itself and the tasks its box runs
+/// before it: higher or equal priority in a FIFO box, every task of an EDF box). A job
+/// pending over an instant keeps the level busy there; one that ended exactly at it does not.
+/// (The level-i busy period of response-time analysis, Lehoczky 1990, found from the logged
+/// jobs instead of the WCETs.)
+pub fn busy_start(pending: &[(u64, u64)], release: u64) -> u64 {
+    let mut b = release;
+    while let Some(r) = pending
+        .iter()
+        .filter(|&&(r, e)| r < b && e > b)
+        .map(|&(r, _)| r)
+        .min()
+    {
+        b = r;
+    }
+    b
+}
+
+/// The tasks whose jobs keep task `t`'s level busy in `set` (same box; in a FIFO box those
+/// with a priority at least `t`'s, in an EDF box all; the daemon ranks an EDF box's threads by
+/// their own priorities, so this is the wider window).
+fn level_of<'a>(set: &'a SizedSet, t: &TaskSpec) -> Vec<&'a str> {
+    set.tasks
+        .iter()
+        .filter(|u| u.box_name == t.box_name)
+        .filter(|u| set.kind == Kind::Edf || u.priority >= t.priority)
+        .map(|u| u.name.as_str())
+        .collect()
 }
 
 /// What one task did in one real run.
@@ -337,8 +377,11 @@ pub struct TaskOutcome {
     pub name: String,
     pub jobs: u64,
     pub misses: u64,
-    /// Misses not explained by a canary stall ([`during_stall`]).
+    /// Misses not explained by a canary stall ([`during_stall`]): (release, us after the
+    /// task's first release; lateness, ns).
     pub own: Vec<(u64, u64)>,
+    /// Every miss: (release, end, start of its level busy period), CLOCK_MONOTONIC ns.
+    pub missed: Vec<(u64, u64, u64)>,
 }
 
 /// What one real run of a set measured.
@@ -356,6 +399,8 @@ pub struct RunOutcome {
     pub job_cpu_max: f64,
     /// The daemon's threads when its stop did not finish (`None`: it stopped).
     pub stop_hung: Option<String>,
+    /// Every canary wake-up later than 0.5 ms (kept so that a miss can be checked).
+    pub canary: Vec<Late>,
 }
 
 impl RunOutcome {
@@ -668,32 +713,43 @@ pub fn run(
         stalls: late.iter().filter(|l| l.late > 2_000_000).count(),
         steal_ns,
         stop_hung,
+        canary: late.clone(),
         ..RunOutcome::default()
     };
     let mut demand = 0u64;
     let mut job_cpu = 0u64;
+    let mut all = std::collections::BTreeMap::new();
     for t in &set.tasks {
-        let jobs = task_jobs(workload, &logdir, t)?;
+        all.insert(t.name.clone(), task_jobs(workload, &logdir, t)?);
+    }
+    for t in &set.tasks {
+        let jobs = &all[&t.name];
         let mut o = TaskOutcome {
             name: t.name.clone(),
             jobs: jobs.len() as u64,
             ..TaskOutcome::default()
         };
         demand += jobs.len() as u64 * t.wcet;
-        for j in &jobs {
+        for j in jobs {
             if let Some(c) = j.cpu {
                 job_cpu += c;
                 outcome.job_cpu_max = outcome.job_cpu_max.max(c as f64 / t.wcet as f64);
             }
         }
+        let level: Vec<(u64, u64)> = level_of(set, t)
+            .iter()
+            .flat_map(|n| all[*n].iter().map(|j| (j.release, j.end)))
+            .collect();
         let first = jobs.first().map_or(0, |j| j.release);
-        for j in &jobs {
+        for j in jobs {
             let Some(lateness) = j.end.checked_sub(j.release + t.deadline).filter(|&l| l > 0)
             else {
                 continue;
             };
             o.misses += 1;
-            if !during_stall(j.release, j.end, lateness, &late) {
+            let from = busy_start(&level, j.release);
+            o.missed.push((j.release, j.end, from));
+            if !during_stall(from, j.end, lateness, &late) {
                 o.own.push(((j.release - first) / 1000, lateness));
             }
         }
@@ -805,6 +861,38 @@ mod tests {
         assert!(during_stall(100 * ms, 150 * ms, 6 * ms, &stalls[..2]));
         // Stalls outside the job's window excuse nothing.
         assert!(!during_stall(200 * ms, 250 * ms, ms, &stalls));
+    }
+
+    #[test]
+    fn a_stall_before_the_release_counts_when_it_left_the_level_busy() {
+        let ms = 1_000_000;
+        // Higher-priority job 90..112 (pending over 100), the late job 100..160 (due 150).
+        let level = [
+            (90 * ms, 112 * ms),
+            (100 * ms, 160 * ms),
+            (40 * ms, 50 * ms),
+        ];
+        assert_eq!(busy_start(&level, 100 * ms), 90 * ms);
+        // Chains: 70..95 overlaps 90..112, so the busy period starts at 70.
+        let chain = [
+            (70 * ms, 95 * ms),
+            (90 * ms, 112 * ms),
+            (100 * ms, 160 * ms),
+        ];
+        assert_eq!(busy_start(&chain, 100 * ms), 70 * ms);
+        // A job that ended exactly at the release leaves an idle instant there.
+        assert_eq!(busy_start(&[(80 * ms, 100 * ms)], 100 * ms), 100 * ms);
+        // A 12 ms stall over 86..98 ms: outside the job's own window, inside its busy period.
+        let stall = [l(0, 86, 12)];
+        assert!(!during_stall(100 * ms, 160 * ms, 10 * ms, &stall));
+        assert!(during_stall(
+            busy_start(&level, 100 * ms),
+            160 * ms,
+            10 * ms,
+            &stall
+        ));
+        // ...but never more than the stall: 13 ms late is rtbox's.
+        assert!(!during_stall(90 * ms, 160 * ms, 13 * ms, &stall));
     }
 
     #[test]
