@@ -32,6 +32,8 @@ fn main() {
     // RTBOX_FIDELITY_KEEP=DIR: every set's canary records, and the job logs of sets with a
     // miss, are kept in DIR/set-INDEX/ (so that a miss can be checked).
     let keep = std::env::var_os("RTBOX_FIDELITY_KEEP").map(PathBuf::from);
+    // RTBOX_FIDELITY_KIND=NAME (e.g. "global EDF"): only the sets of that kind run.
+    let only = std::env::var("RTBOX_FIDELITY_KIND").ok();
     let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
     let workload = if rt_app {
         let cal_dir = fidelity::scratch("cal", first);
@@ -56,6 +58,9 @@ fn main() {
         first + count
     );
     for i in first..first + count {
+        if only.as_deref().is_some_and(|k| k != fidelity::Kind::of(i).name()) {
+            continue;
+        }
         let set = match size(i, draw(seed, i), margin) {
             Ok(s) => fidelity::SizedSet {
                 work_pct: work,
