@@ -58,7 +58,10 @@ fn main() {
         first + count
     );
     for i in first..first + count {
-        if only.as_deref().is_some_and(|k| k != fidelity::Kind::of(i).name()) {
+        if only
+            .as_deref()
+            .is_some_and(|k| k != fidelity::Kind::of(i).name())
+        {
             continue;
         }
         let set = match size(i, draw(seed, i), margin) {
@@ -162,4 +165,5 @@ fn keep_records(keep: &std::path::Path, i: u64, dir: &std::path::Path, o: &fidel
         }
     }
     let _ = std::fs::copy(dir.join("set.toml"), to.join("set.toml"));
+    let _ = std::fs::copy(dir.join("daemon.log"), to.join("daemon.log"));
 }

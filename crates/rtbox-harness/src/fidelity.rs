@@ -339,6 +339,26 @@ pub fn during_stall(from: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
     per_cpu.values().any(|&s| s >= lateness)
 }
 
+/// Rule: the most the machine's stalls can have delayed a job whose level busy period runs
+/// `from` .. `end`, in a box with bandwidth `alpha` on each of its CPUs `cpus`: every canary
+/// stall of length X on one of them inside that window takes up to X of supply from the level
+/// directly; and if a member was running on that CPU during the stall, its server was charged
+/// X for time it did not get (neither the perf clock nor the kernel's runtime tells a vCPU the
+/// host stopped from one that ran, and this host reports no steal for such stalls), which the
+/// hard CBS pays back by withholding X of budget, up to X / alpha of wall time without supply.
+/// Bound: the sum of X (1 + 1 / alpha). An upper bound (the logs do not show whether a member
+/// was running during each stall); a lateness above it is not the machine's.
+pub fn stall_bound(from: u64, end: u64, late: &[Late], cpus: &[(u32, f64)]) -> u64 {
+    late.iter()
+        .filter(|l| l.due + l.late >= from && l.due <= end)
+        .filter_map(|l| {
+            let (_, alpha) = cpus.iter().find(|(c, _)| *c == l.cpu)?;
+            Some(l.late as f64 * (1.0 + 1.0 / alpha.max(1e-3)))
+        })
+        .sum::<f64>()
+        .round() as u64
+}
+
 /// Rule: the start of the busy period at a job's level that contains its release `release`:
 /// the last instant at or before it when no job of its level was pending. `pending` holds
 /// (release, end) of every job of the level (the task itself and the tasks its box runs
@@ -893,6 +913,24 @@ mod tests {
         ));
         // ...but never more than the stall: 13 ms late is rtbox's.
         assert!(!during_stall(90 * ms, 160 * ms, 13 * ms, &stall));
+    }
+
+    #[test]
+    fn a_charged_stall_costs_a_small_box_its_payback_too() {
+        let ms = 1_000_000;
+        let stalls = [l(1, 100, 10), l(0, 105, 4), l(1, 300, 50)];
+        // Box on CPU 1 at 0.25: 10 ms directly plus 40 ms of payback.
+        assert_eq!(
+            stall_bound(90 * ms, 200 * ms, &stalls, &[(1, 0.25)]),
+            50 * ms
+        );
+        // A global box at 0.5 on both CPUs: (10 + 4) x 3.
+        assert_eq!(
+            stall_bound(90 * ms, 200 * ms, &stalls, &[(0, 0.5), (1, 0.5)]),
+            42 * ms
+        );
+        // Stalls outside the window or on other CPUs count nothing.
+        assert_eq!(stall_bound(90 * ms, 200 * ms, &stalls, &[(2, 0.5)]), 0);
     }
 
     #[test]

@@ -127,8 +127,9 @@ fn set_thread_name(name: &str) {
     unsafe { libc::prctl(libc::PR_SET_NAME, b.as_ptr() as libc::c_ulong, 0, 0, 0) };
 }
 
-/// One task's thread: name and priority, then its jobs from `start` for `duration`.
-fn task_loop(t: &LoadTask, start: u64, duration: Nanos) -> Vec<LoadJob> {
+/// One task's thread: name and priority, then its jobs from `start` for `duration`; then it
+/// waits for every other task's last job before it ends (`done`).
+fn task_loop(t: &LoadTask, start: u64, duration: Nanos, done: &std::sync::Barrier) -> Vec<LoadJob> {
     set_thread_name(&t.name);
     if t.priority > 0 {
         // As rt-app: the thread sets its own priority; inside a box the runtime re-ranks it.
@@ -148,12 +149,17 @@ fn task_loop(t: &LoadTask, start: u64, duration: Nanos) -> Vec<LoadJob> {
             cpu,
         });
     }
+    // No thread ends while another still runs jobs: a thread's exit costs a runtime that
+    // manages it work at that moment (measured with rtbox: the loop read an exiting member's
+    // /proc files while the kernel tore it down), which is not the jobs' own demand.
+    done.wait();
     jobs
 }
 
 /// Runs `tasks` together: every task's first job is released `delay` from now (time for
 /// every thread to start, and to be placed by a runtime, before the critical instant), the
-/// last before `delay + duration`. Returns each task's jobs, in the order of `tasks`.
+/// last before `delay + duration`; the threads end together once every task's last job ended.
+/// Returns each task's jobs, in the order of `tasks`.
 pub fn run(
     tasks: &[LoadTask],
     delay: Nanos,
@@ -163,13 +169,14 @@ pub fn run(
         check(t)?;
     }
     let start = rtbox_linux::monotonic_ns() + delay;
+    let done = std::sync::Arc::new(std::sync::Barrier::new(tasks.len()));
     let handles = tasks
         .iter()
         .map(|t| {
-            let t = t.clone();
+            let (t, done) = (t.clone(), done.clone());
             std::thread::Builder::new()
                 .name(t.name.chars().take(15).collect())
-                .spawn(move || task_loop(&t, start, duration))
+                .spawn(move || task_loop(&t, start, duration, &done))
                 .map_err(LoadError::Spawn)
         })
         .collect::<Result<Vec<_>, _>>()?;
