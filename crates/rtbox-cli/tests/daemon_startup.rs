@@ -72,7 +72,7 @@ period = "50ms"
 "#;
 
 #[test]
-#[ignore = "not yet reliable on a busy machine: 5 runs of 15 s (rt-app work 62 % of WCET, 25 November, 5 helpers compiling): 3 with 0 misses outside stalls, 2 with 5 and 12 (t3, at 3.7-14.4 s, none in the first 3.7 s: the start-up transient is gone) beside 315-327 canary wake-ups > 2 ms per run; the box has no margin and the classification counts only stalls inside the job's window. Run with --ignored (RTBOX_STARTUP_SECS=15)"]
+#[ignore = "not yet reliable on a busy machine: 10 runs of 15 s with rtbox load (jobs of exactly their WCET), 25 November: 7 with 0 misses outside stalls, 3 with 1-4 single t2/t3 jobs 1-25 ms late mid-run (none in the first 1.8 s: the start-up transient is gone) beside 230-330 canary wake-ups > 2 ms per run (docs/benchmarks-runtime.md, Fidelity with exact workloads). Run with --ignored (RTBOX_STARTUP_SECS=15)"]
 fn every_member_meets_its_deadlines_from_the_first_job() {
     let name = "every_member_meets_its_deadlines_from_the_first_job";
     if !root_or_skip(name, "runs the real daemon") {

@@ -1,12 +1,14 @@
 //! Fidelity on the real kernel: random periodic task sets, each in a box sized by rtbox's own
-//! synthesis (with a stated WCET margin), admitted by the real daemon and run with rt-app for
-//! a few seconds, beside a SCHED_FIFO 99 canary per CPU; every deadline miss is classified as
-//! the machine's (a canary stall inside the job's window at least as long as the job was late)
-//! or rtbox's. The same set runs in the simulator for comparison.
+//! synthesis (with a stated WCET margin), admitted by the real daemon and run for a few seconds
+//! with `rtbox load` (every job exactly its WCET of thread CPU time; rt-app optional, see
+//! [`Workload`]), beside a SCHED_FIFO 99 canary per CPU; every deadline miss is classified as
+//! the machine's (a canary stall inside the late job's level busy period at least as long as
+//! the job was late, [`during_stall`]) or rtbox's. The same set runs in the simulator for
+//! comparison.
 //!
-//! The drivers are `examples/fidelity.rs` (experiments/fidelity.sh) and the CI test
-//! `rtbox-cli/tests/fidelity.rs`. Real runs need root, rt-app and the machine-wide real-runtime
-//! lock (the caller takes it).
+//! The drivers are `examples/fidelity.rs` (experiments/fidelity.sh; `examples/fidelity_explain.rs`
+//! reads its kept records) and the CI test `rtbox-cli/tests/fidelity.rs`. Real runs need root
+//! and the machine-wide real-runtime lock (the caller takes it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
