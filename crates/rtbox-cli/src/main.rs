@@ -16,6 +16,7 @@ mod client;
 mod daemon;
 mod detach;
 mod exec;
+mod load;
 mod ocihook;
 mod rtapp;
 mod sim;
@@ -45,6 +46,8 @@ enum Command {
     /// Write a configuration's tasks as an rt-app JSON workload.
     #[command(name = "rt-app")]
     RtApp(rtapp::Args),
+    /// Run a configuration's tasks as periodic threads whose jobs use exactly their WCET of CPU.
+    Load(load::Args),
     /// Schedulability experiments: success ratios of random task sets per utilization.
     Sweep(sweep::Args),
     /// Run the enforcement daemon (root).
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Sweep(args) => sweep::run(args),
         Command::RtApp(args) => rtapp::run(args),
+        Command::Load(args) => load::run(args),
         Command::Daemon(args) => daemon::run(args),
         Command::Box(args) => boxcmd::run(args),
         Command::Attach(args) => attach::run(args),

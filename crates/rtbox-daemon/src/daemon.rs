@@ -398,6 +398,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         },
     )
     .map_err(DaemonError::Runtime)?;
+    if let Some(s) = &cfg.system {
+        rt.set_pin_plan(rtbox_analysis::pin_plan(s));
+    }
     // Configured members, after admission and while still single-threaded and not yet FIFO
     // (started commands must not inherit the loop's priority).
     let mut members = ConfigMembers::default();
@@ -597,6 +600,7 @@ pub fn reload(
     let specs = cfg.system.specs();
     let changes = diff(rt.specs(), &specs);
     rt.replace_boxes(specs).map_err(ReloadError::Runtime)?;
+    rt.set_pin_plan(rtbox_analysis::pin_plan(&cfg.system));
     *access = Access::default();
     for (b, ids) in users {
         access.set(&b, ids);

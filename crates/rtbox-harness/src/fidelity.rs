@@ -1,12 +1,14 @@
 //! Fidelity on the real kernel: random periodic task sets, each in a box sized by rtbox's own
-//! synthesis (with a stated WCET margin), admitted by the real daemon and run with rt-app for
-//! a few seconds, beside a SCHED_FIFO 99 canary per CPU; every deadline miss is classified as
-//! the machine's (a canary stall inside the job's window at least as long as the job was late)
-//! or rtbox's. The same set runs in the simulator for comparison.
+//! synthesis (with a stated WCET margin), admitted by the real daemon and run for a few seconds
+//! with `rtbox load` (every job exactly its WCET of thread CPU time; rt-app optional, see
+//! [`Workload`]), beside a SCHED_FIFO 99 canary per CPU; every deadline miss is classified as
+//! the machine's (a canary stall inside the late job's level busy period at least as long as
+//! the job was late, [`during_stall`]) or rtbox's. The same set runs in the simulator for
+//! comparison.
 //!
-//! The drivers are `examples/fidelity.rs` (experiments/fidelity.sh) and the CI test
-//! `rtbox-cli/tests/fidelity.rs`. Real runs need root, rt-app and the machine-wide real-runtime
-//! lock (the caller takes it).
+//! The drivers are `examples/fidelity.rs` (experiments/fidelity.sh; `examples/fidelity_explain.rs`
+//! reads its kept records) and the CI test `rtbox-cli/tests/fidelity.rs`. Real runs need root
+//! and the machine-wide real-runtime lock (the caller takes it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,11 +20,16 @@ use rtbox_analysis::synth::{synthesize_box, Request};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_model::{Nanos, TaskSpec};
 use rtbox_workload::rng::Rng;
-use rtbox_workload::rtapp_log::{job_missed, parse_log};
+use rtbox_workload::rtapp_log::parse_log;
 use rtbox_workload::taskset::{Priorities, TaskSetParams, UtilMethod};
 
 /// The BDM delay every box is synthesized for.
 pub const DELTA: Nanos = 5_000_000;
+/// The WCET margin of the experiment and its CI variant, in percent: with `rtbox load` a job
+/// uses its WCET exactly, so the margin only covers the runtime's own tolerance (a stop up to
+/// ~0.2 ms late is paid back in the next period; interrupts are charged to the member they
+/// interrupt).
+pub const MARGIN_PCT: u64 = 10;
 /// A canary wake-up later than this is recorded (the loop's steps take < 0.3 ms).
 const CANARY_RECORD: u64 = 500_000;
 
@@ -33,14 +40,15 @@ pub enum Kind {
     Global,
     /// Partitioned fixed priority: one pinned FIFO box per CPU (`P0` on CPU 0, `P1` on CPU 1),
     /// the tasks placed first-fit by decreasing utilization where the box still has an
-    /// admissible interface. Two boxes rather than one pinned box of two vCPUs: the daemon
-    /// places a pinned box's threads without timing figures on the vCPU with the fewest
-    /// members, which is not the analysis's partition (rt-app's threads carry no task name the
-    /// daemon could match).
+    /// admissible interface. Two boxes rather than one pinned box of two vCPUs so that each CPU
+    /// gets its own BDM alpha (one box's interface gives every vCPU the same). The daemon
+    /// places a one-box partition's configured tasks on the analysis's vCPUs as well
+    /// (`runtime/pinnames.rs`, tested by rtbox-cli's `daemon_pinplan`).
     Pinned,
     /// One global EDF box on CPUs 0-1 (box `A`). The daemon ranks an EDF box's threads by
-    /// their own priorities (it does not see their jobs' deadlines), so rt-app's threads run
-    /// at their DM priorities while the analysis and the simulator use EDF.
+    /// their own priorities (it does not see their jobs' deadlines), so the workload's threads
+    /// run at their DM priorities: the box is sized with the fixed-priority test, which is how
+    /// it really runs; the simulator runs EDF.
     Edf,
 }
 
@@ -167,7 +175,11 @@ pub fn with_margin(c: Nanos, pct: u64) -> Nanos {
 /// `margin_pct` larger, and its bandwidth; `Err` with the reason when there is none, or when
 /// the daemon would not admit it beside its enforcement loop.
 fn synthesize(b: &SetBox, margin_pct: u64) -> Result<(String, f64), String> {
+    // An EDF box is sized as the daemon runs it: its threads in their own (deadline-monotonic)
+    // priority order, i.e. with the fixed-priority test (docs/benchmarks-runtime.md, "EDF
+    // boxes"); its configuration stays `edf`, which the simulator runs.
     let inflated = SetBox {
+        policy: if b.policy == "edf" { "fifo" } else { b.policy },
         tasks: b
             .tasks
             .iter()
@@ -312,18 +324,73 @@ pub struct Late {
 }
 
 /// Rule: a job that finished `lateness` after its deadline missed because of the machine when,
-/// on one CPU, the canary's lateness inside the job's window (release .. end) adds up to at
+/// on one CPU, the canary's lateness inside the job's window (`from` .. `end`) adds up to at
 /// least `lateness`: the vCPU was stopped (or a higher class ran) at least that long while
-/// the job was pending, more than the slack it had, so no scheduling in the guest could have
-/// met the deadline. Otherwise the miss is rtbox's.
-pub fn during_stall(release: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
+/// work the job waited for was pending, more than the slack it had, so no scheduling in the
+/// guest could have met the deadline. Otherwise the miss is rtbox's. `from` is the start of
+/// the job's level busy period ([`busy_start`]), not its release: a stall just before the
+/// release that left higher-priority (or the task's own earlier) work pending delays the job
+/// as much as one inside its own window.
+pub fn during_stall(from: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
     let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
     for l in late {
-        if l.due + l.late >= release && l.due <= end {
+        if l.due + l.late >= from && l.due <= end {
             *per_cpu.entry(l.cpu).or_default() += l.late;
         }
     }
     per_cpu.values().any(|&s| s >= lateness)
+}
+
+/// Rule: the most the machine's stalls can have delayed a job whose level busy period runs
+/// `from` .. `end`, in a box with bandwidth `alpha` on each of its CPUs `cpus`: every canary
+/// stall of length X on one of them inside that window takes up to X of supply from the level
+/// directly; and if a member was running on that CPU during the stall, its server was charged
+/// X for time it did not get (neither the perf clock nor the kernel's runtime tells a vCPU the
+/// host stopped from one that ran, and this host reports no steal for such stalls), which the
+/// hard CBS pays back by withholding X of budget, up to X / alpha of wall time without supply.
+/// Bound: the sum of X (1 + 1 / alpha). An upper bound (the logs do not show whether a member
+/// was running during each stall); a lateness above it is not the machine's.
+pub fn stall_bound(from: u64, end: u64, late: &[Late], cpus: &[(u32, f64)]) -> u64 {
+    late.iter()
+        .filter(|l| l.due + l.late >= from && l.due <= end)
+        .filter_map(|l| {
+            let (_, alpha) = cpus.iter().find(|(c, _)| *c == l.cpu)?;
+            Some(l.late as f64 * (1.0 + 1.0 / alpha.max(1e-3)))
+        })
+        .sum::<f64>()
+        .round() as u64
+}
+
+/// Rule: the start of the busy period at a job's level that contains its release `release`:
+/// the last instant at or before it when no job of its level was pending. `pending` holds
+/// (release, end) of every job of the level (the task itself and the tasks its box runs
+/// before it: higher or equal priority in a FIFO box, every task of an EDF box). A job
+/// pending over an instant keeps the level busy there; one that ended exactly at it does not.
+/// (The level-i busy period of response-time analysis, Lehoczky 1990, found from the logged
+/// jobs instead of the WCETs.)
+pub fn busy_start(pending: &[(u64, u64)], release: u64) -> u64 {
+    let mut b = release;
+    while let Some(r) = pending
+        .iter()
+        .filter(|&&(r, e)| r < b && e > b)
+        .map(|&(r, _)| r)
+        .min()
+    {
+        b = r;
+    }
+    b
+}
+
+/// The tasks whose jobs keep task `t`'s level busy in `set` (same box; in a FIFO box those
+/// with a priority at least `t`'s, in an EDF box all; the daemon ranks an EDF box's threads by
+/// their own priorities, so this is the wider window).
+fn level_of<'a>(set: &'a SizedSet, t: &TaskSpec) -> Vec<&'a str> {
+    set.tasks
+        .iter()
+        .filter(|u| u.box_name == t.box_name)
+        .filter(|u| set.kind == Kind::Edf || u.priority >= t.priority)
+        .map(|u| u.name.as_str())
+        .collect()
 }
 
 /// What one task did in one real run.
@@ -332,8 +399,11 @@ pub struct TaskOutcome {
     pub name: String,
     pub jobs: u64,
     pub misses: u64,
-    /// Misses not explained by a canary stall ([`during_stall`]).
+    /// Misses not explained by a canary stall ([`during_stall`]): (release, us after the
+    /// task's first release; lateness, ns).
     pub own: Vec<(u64, u64)>,
+    /// Every miss: (release, end, start of its level busy period), CLOCK_MONOTONIC ns.
+    pub missed: Vec<(u64, u64, u64)>,
 }
 
 /// What one real run of a set measured.
@@ -344,10 +414,15 @@ pub struct RunOutcome {
     /// Canary wake-ups later than 2 ms.
     pub stalls: usize,
     pub steal_ns: u64,
-    /// CPU time rt-app used over the run against its jobs' nominal WCETs.
+    /// CPU time the jobs used over the run against their nominal WCETs (rt-app: the whole
+    /// process's CPU time; `rtbox load`: the jobs' own CPU clocks).
     pub cpu_over_wcet: f64,
+    /// The largest CPU time of one job against its WCET (`rtbox load` only; 0 for rt-app).
+    pub job_cpu_max: f64,
     /// The daemon's threads when its stop did not finish (`None`: it stopped).
     pub stop_hung: Option<String>,
+    /// Every canary wake-up later than 0.5 ms (kept so that a miss can be checked).
+    pub canary: Vec<Late>,
 }
 
 impl RunOutcome {
@@ -562,7 +637,7 @@ pub fn run(
     rtbox: &Path,
     set: &SizedSet,
     secs: u64,
-    calibration: u64,
+    workload: Workload,
     dir: &Path,
 ) -> Result<RunOutcome, String> {
     let _ = std::fs::remove_dir_all(dir);
@@ -570,7 +645,10 @@ pub fn run(
     std::fs::create_dir_all(&logdir).map_err(|e| e.to_string())?;
     let cfg = dir.join("set.toml");
     std::fs::write(&cfg, &set.config).map_err(|e| e.to_string())?;
-    for b in &set.boxes {
+    for b in set.boxes.iter().filter(|_| workload != Workload::Load) {
+        let Workload::RtApp { calibration } = workload else {
+            unreachable!()
+        };
         let out = Command::new(rtbox)
             .arg("rt-app")
             .arg(&cfg)
@@ -612,16 +690,30 @@ pub fn run(
         .iter()
         .map(|b| {
             let mut cmd = if plain {
-                Command::new("rt-app")
+                Command::new(if workload == Workload::Load {
+                    rtbox.as_os_str()
+                } else {
+                    "rt-app".as_ref()
+                })
             } else {
                 let mut c = Command::new(rtbox);
-                c.args(["exec", b, "--socket"])
-                    .arg(&sock)
-                    .args(["--", "rt-app"]);
+                c.args(["exec", b, "--socket"]).arg(&sock).arg("--");
+                match workload {
+                    Workload::Load => c.arg(rtbox),
+                    Workload::RtApp { .. } => c.arg("rt-app"),
+                };
                 c
             };
-            cmd.arg(dir.join(format!("{b}.json")))
-                .stdout(Stdio::null())
+            match workload {
+                Workload::Load => cmd
+                    .arg("load")
+                    .arg(&cfg)
+                    .args(["--box", b, "--duration", &format!("{secs}s")])
+                    .args(["--delay", &format!("{START_DELAY_US}us"), "--logdir"])
+                    .arg(&logdir),
+                Workload::RtApp { .. } => cmd.arg(dir.join(format!("{b}.json"))),
+            };
+            cmd.stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| e.to_string())
@@ -643,7 +735,7 @@ pub fn run(
     }
     let stop_hung = daemon.stop();
     if let Err(st) = status {
-        return Err(format!("rt-app inside the box: {st}"));
+        return Err(format!("the workload inside the box: {st}"));
     }
     let late = late.lock().unwrap().clone();
     let mut outcome = RunOutcome {
@@ -651,50 +743,120 @@ pub fn run(
         stalls: late.iter().filter(|l| l.late > 2_000_000).count(),
         steal_ns,
         stop_hung,
+        canary: late.clone(),
         ..RunOutcome::default()
     };
     let mut demand = 0u64;
+    let mut job_cpu = 0u64;
+    let mut all = std::collections::BTreeMap::new();
     for t in &set.tasks {
-        let log = std::fs::read_dir(&logdir)
-            .map_err(|e| e.to_string())?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name().is_some_and(|n| {
-                    n.to_string_lossy()
-                        .starts_with(&format!("rt-app-{}-", t.name))
-                })
-            })
-            .ok_or(format!("no rt-app log of {}", t.name))?;
-        let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
-        let rows = parse_log(&text).map_err(|e| format!("{}: {e}", log.display()))?;
+        all.insert(t.name.clone(), task_jobs(workload, &logdir, t)?);
+    }
+    for t in &set.tasks {
+        let jobs = &all[&t.name];
         let mut o = TaskOutcome {
             name: t.name.clone(),
-            jobs: rows.len() as u64,
+            jobs: jobs.len() as u64,
             ..TaskOutcome::default()
         };
-        demand += rows.len() as u64 * t.wcet;
-        let first = rows.first().map_or(0, |r| r.start);
-        for r in &rows {
-            let Some(lateness) = job_missed(r, t.period, t.deadline) else {
+        demand += jobs.len() as u64 * t.wcet;
+        for j in jobs {
+            if let Some(c) = j.cpu {
+                job_cpu += c;
+                outcome.job_cpu_max = outcome.job_cpu_max.max(c as f64 / t.wcet as f64);
+            }
+        }
+        let level: Vec<(u64, u64)> = level_of(set, t)
+            .iter()
+            .flat_map(|n| all[*n].iter().map(|j| (j.release, j.end)))
+            .collect();
+        let first = jobs.first().map_or(0, |j| j.release);
+        for j in jobs {
+            let Some(lateness) = j.end.checked_sub(j.release + t.deadline).filter(|&l| l > 0)
+            else {
                 continue;
             };
             o.misses += 1;
-            // release = end + slack - P (rt-app's µs, CLOCK_MONOTONIC).
-            let release = ((r.end + r.slack) * 1000) as u64 - t.period;
-            let end = (r.end * 1000) as u64;
-            if !during_stall(release, end, lateness, &late) {
-                o.own.push(((r.start - first) as u64, lateness));
+            let from = busy_start(&level, j.release);
+            o.missed.push((j.release, j.end, from));
+            if !during_stall(from, j.end, lateness, &late) {
+                o.own.push(((j.release - first) / 1000, lateness));
             }
         }
         outcome.tasks.push(o);
     }
+    // rtbox load: the jobs' own CPU clocks (its main thread only waits); rt-app: the process's.
+    let used = if workload == Workload::Load {
+        job_cpu
+    } else {
+        cpu_used
+    };
     outcome.cpu_over_wcet = if demand > 0 {
-        cpu_used as f64 / demand as f64
+        used as f64 / demand as f64
     } else {
         0.0
     };
     Ok(outcome)
+}
+
+/// What runs the set's jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// `rtbox load` (`rtbox_task::load`): every job burns exactly its WCET of its thread's own
+    /// CPU clock, whatever the machine's speed, and logs its release, start and end.
+    Load,
+    /// rt-app with its `run` loops calibrated at `calibration` ns per loop: a job's CPU time
+    /// grows when the machine is slower than at calibration (1.6-2.0 times here beside load).
+    RtApp { calibration: u64 },
+}
+
+/// One job as a log shows it: release and end (CLOCK_MONOTONIC ns), CPU time when known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    pub release: u64,
+    pub end: u64,
+    /// The job's own CPU time (`rtbox load` logs it; rt-app does not).
+    pub cpu: Option<u64>,
+}
+
+/// Task `t`'s jobs from the logs in `logdir`.
+fn task_jobs(workload: Workload, logdir: &Path, t: &TaskSpec) -> Result<Vec<Job>, String> {
+    if workload == Workload::Load {
+        let f = logdir.join(format!("{}.log", t.name));
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let jobs =
+            rtbox_task::load::parse_log(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+        return Ok(jobs
+            .iter()
+            .map(|j| Job {
+                release: j.release,
+                end: j.end,
+                cpu: Some(j.cpu),
+            })
+            .collect());
+    }
+    let log = std::fs::read_dir(logdir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with(&format!("rt-app-{}-", t.name))
+            })
+        })
+        .ok_or(format!("no rt-app log of {}", t.name))?;
+    let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    let rows = parse_log(&text).map_err(|e| format!("{}: {e}", log.display()))?;
+    Ok(rows
+        .iter()
+        .map(|r| Job {
+            // release = end + slack - P (rt-app's us, CLOCK_MONOTONIC).
+            release: ((r.end + r.slack) * 1000) as u64 - t.period,
+            end: (r.end * 1000) as u64,
+            cpu: None,
+        })
+        .collect())
 }
 
 /// A scratch directory for set `index` under the system's temporary directory.
@@ -729,6 +891,56 @@ mod tests {
         assert!(during_stall(100 * ms, 150 * ms, 6 * ms, &stalls[..2]));
         // Stalls outside the job's window excuse nothing.
         assert!(!during_stall(200 * ms, 250 * ms, ms, &stalls));
+    }
+
+    #[test]
+    fn a_stall_before_the_release_counts_when_it_left_the_level_busy() {
+        let ms = 1_000_000;
+        // Higher-priority job 90..112 (pending over 100), the late job 100..160 (due 150).
+        let level = [
+            (90 * ms, 112 * ms),
+            (100 * ms, 160 * ms),
+            (40 * ms, 50 * ms),
+        ];
+        assert_eq!(busy_start(&level, 100 * ms), 90 * ms);
+        // Chains: 70..95 overlaps 90..112, so the busy period starts at 70.
+        let chain = [
+            (70 * ms, 95 * ms),
+            (90 * ms, 112 * ms),
+            (100 * ms, 160 * ms),
+        ];
+        assert_eq!(busy_start(&chain, 100 * ms), 70 * ms);
+        // A job that ended exactly at the release leaves an idle instant there.
+        assert_eq!(busy_start(&[(80 * ms, 100 * ms)], 100 * ms), 100 * ms);
+        // A 12 ms stall over 86..98 ms: outside the job's own window, inside its busy period.
+        let stall = [l(0, 86, 12)];
+        assert!(!during_stall(100 * ms, 160 * ms, 10 * ms, &stall));
+        assert!(during_stall(
+            busy_start(&level, 100 * ms),
+            160 * ms,
+            10 * ms,
+            &stall
+        ));
+        // ...but never more than the stall: 13 ms late is rtbox's.
+        assert!(!during_stall(90 * ms, 160 * ms, 13 * ms, &stall));
+    }
+
+    #[test]
+    fn a_charged_stall_costs_a_small_box_its_payback_too() {
+        let ms = 1_000_000;
+        let stalls = [l(1, 100, 10), l(0, 105, 4), l(1, 300, 50)];
+        // Box on CPU 1 at 0.25: 10 ms directly plus 40 ms of payback.
+        assert_eq!(
+            stall_bound(90 * ms, 200 * ms, &stalls, &[(1, 0.25)]),
+            50 * ms
+        );
+        // A global box at 0.5 on both CPUs: (10 + 4) x 3.
+        assert_eq!(
+            stall_bound(90 * ms, 200 * ms, &stalls, &[(0, 0.5), (1, 0.5)]),
+            42 * ms
+        );
+        // Stalls outside the window or on other CPUs count nothing.
+        assert_eq!(stall_bound(90 * ms, 200 * ms, &stalls, &[(2, 0.5)]), 0);
     }
 
     #[test]

@@ -39,6 +39,8 @@ use rtbox_daemon::jobpage::{Declared, JobPage, JobRecord, PageState};
 use rtbox_daemon::protocol::Request;
 use rtbox_daemon::runtime::jobs::{check_declaration, TaskError as DeclError};
 
+pub mod load;
+
 /// Environment variable naming the box to join when `set_box` was not called.
 pub const ENV_BOX: &str = "RTBOX_BOX";
 /// Environment variable naming the daemon's socket (default `rtbox_daemon::DEFAULT_SOCKET`).

@@ -500,6 +500,11 @@ impl Runtime {
         if let (Some(p), Some(m)) = (priority, self.members.by_tid.get_mut(&tid)) {
             if self.sched.set_priority(now, m.task, p).is_ok() {
                 m.local_prio = p;
+                if m.ready {
+                    let _ = self
+                        .sched
+                        .wake(now, m.task, super::localprio::native_edf_key(p));
+                }
             }
         }
         t.declared = Some(d);

@@ -24,6 +24,20 @@ pub fn local_priority(attr: &SchedAttr) -> u32 {
     }
 }
 
+/// Rule: the key the core's `edf` local policy orders a member by, when the daemon does not
+/// see its jobs' deadlines (native threads: rt-app, `rtbox load`, any program): its local
+/// priority, higher first (the core orders smaller keys first). So the core's choice of which
+/// ready members of an EDF box get its vCPUs follows the same order as the FIFO ranks inside
+/// each vCPU's band. Before (issue 20): every such member had key 0, so the core placed an EDF
+/// box's members by wake-up order, and a high-priority member that woke last could wait on a
+/// throttled vCPU while lower ones ran on the box's other vCPU (the fidelity experiment's
+/// set 14: the top-priority task 2.7-6.5 ms late with no machine stall). An EDF box's native
+/// members therefore run as a fixed-priority box of their own priorities (docs/runtime.md,
+/// "Known limits").
+pub fn native_edf_key(local_prio: u32) -> Option<u64> {
+    Some(u64::from(u32::MAX - local_prio))
+}
+
 /// The new local priority of a member whose policy reads `current` while rtbox last set
 /// `applied`, when the difference is a change of its own (or its program's) priority: `None`
 /// when rtbox's setting is still in place, or when the new local priority equals `local`.
@@ -84,6 +98,12 @@ mod tests {
         assert!(own_change(Some((0, 0)), Some(&a)), "back to normal");
         assert!(!own_change(None, Some(&a)));
         assert!(!own_change(Some((1, 50)), None), "not placed yet");
+    }
+
+    #[test]
+    fn a_higher_local_priority_is_an_earlier_edf_key() {
+        assert!(native_edf_key(50) < native_edf_key(49));
+        assert!(native_edf_key(99) < native_edf_key(0));
     }
 
     #[test]

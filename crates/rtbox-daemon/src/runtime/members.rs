@@ -599,7 +599,7 @@ impl Members {
             if ready != m.ready {
                 m.ready = ready;
                 let _ = if ready {
-                    sched.wake(now, m.task, None)
+                    sched.wake(now, m.task, localprio::native_edf_key(m.local_prio))
                 } else {
                     sched.block(now, m.task)
                 };
@@ -840,6 +840,10 @@ impl Members {
                     );
                     if sched.set_priority(now, m.task, p).is_ok() {
                         m.local_prio = p;
+                        if m.ready {
+                            // A ready member's EDF key follows its new rank at once.
+                            let _ = sched.wake(now, m.task, localprio::native_edf_key(p));
+                        }
                     }
                 }
                 let attr_ok = current

@@ -28,6 +28,7 @@ pub mod jobs;
 pub mod localprio;
 pub mod members;
 pub mod periods;
+pub mod pinnames;
 pub mod plugins;
 pub mod rtgrants;
 pub mod sensor;
@@ -170,6 +171,8 @@ pub struct Runtime {
     plugins: plugins::PluginDriver,
     /// The servers whose stops the backstop owns (BPF sensor; see [`wakeup::owned_stop`]).
     owned: BTreeSet<ServerId>,
+    /// Configured tasks of pinned boxes on the analysis's vCPUs (`pinnames.rs`).
+    pin_names: pinnames::PinNames,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -383,6 +386,7 @@ impl Runtime {
             step_started: 0,
             watch_until: 0,
             plugins: plugins::PluginDriver::default(),
+            pin_names: pinnames::PinNames::default(),
             owned: BTreeSet::new(),
         })
     }
@@ -630,6 +634,12 @@ impl Runtime {
         }
     }
 
+    /// The partition of the configuration's pinned boxes (`rtbox_analysis::pin_plan`): members
+    /// named after a planned task go to its vCPU (`pinnames.rs`).
+    pub fn set_pin_plan(&mut self, plan: rtbox_model::PinPlan) {
+        self.pin_names.set_plan(plan);
+    }
+
     /// Gives the loop thread its original affinity back.
     pub fn unpin_loop(&mut self) {
         self.pin.unpin();
@@ -669,6 +679,8 @@ impl Runtime {
         // A member changed its own policy (seen in its stat): re-ranked and put back now.
         if std::mem::take(&mut self.members.own_change) {
             self.members.correct_drift(&mut self.sched, now);
+            // A thread that sets its priority has usually named itself already.
+            self.pin_names.place(&self.members, &mut self.sched, now);
         }
         self.drive_plugins(now);
         self.sched.advance(now);
@@ -783,6 +795,9 @@ impl Runtime {
         }
         if full || !bpf {
             self.members.correct_drift(&mut self.sched, now);
+        }
+        if self.pin_names.place(&self.members, &mut self.sched, now) {
+            self.members.unplaced = true;
         }
         if self.guard.take_withdrawn() {
             let again = self.publish_plans(now);

@@ -201,7 +201,7 @@ pub fn charge_bpf(m: &mut Member, reg: &Registration, sched: &mut Scheduler, now
     if ready != m.ready {
         m.ready = ready;
         let _ = if ready {
-            sched.wake(now, m.task, None)
+            sched.wake(now, m.task, super::localprio::native_edf_key(m.local_prio))
         } else {
             sched.block(now, m.task)
         };
