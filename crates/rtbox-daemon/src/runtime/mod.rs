@@ -825,6 +825,7 @@ impl Runtime {
                 (b.name, view)
             })
             .collect();
+        let lazy = self.sensor.is_some();
         let views: Vec<bands::MemberView<'_>> = self
             .members
             .by_tid
@@ -834,6 +835,7 @@ impl Runtime {
                 box_name: &m.box_name,
                 local_prio: m.local_prio,
                 ready: m.ready,
+                asleep: lazy && !m.ready && !m.frozen(),
                 placed: sched.placement(m.task),
                 last_server: m.last_server,
                 applied: m.applied.as_ref(),
@@ -843,7 +845,6 @@ impl Runtime {
             .collect();
         let decisions = bands::decide(&core, &boxes, &views);
         drop(views);
-        let lazy = self.sensor.is_some();
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
@@ -880,12 +881,23 @@ impl Runtime {
         self.members.open_freeze_handles();
         let mut by_server: BTreeMap<ServerId, ServerMembers<Handle>> = BTreeMap::new();
         let mut unguarded = BTreeSet::new();
+        let owns_sensor = self.sensor.is_some();
         for (tid, m) in &self.members.by_tid {
             let (Some(s), Some(false)) = (m.charge_to, m.applied.as_ref().map(|a| a.frozen)) else {
                 continue;
             };
             let e = by_server.entry(s).or_default();
             e.ready |= m.ready;
+            // With the BPF sensor a member asleep is left out of the plan: it cannot run, and
+            // the backstop's check at a stop reads every member's figures (with 500 sleeping
+            // members that check took longer than the ~20 us of budget it was checking, and
+            // the backstop re-armed itself for ever). One that wakes where its server already
+            // has a runnable member is charged at the loop's next step (at the latest the one
+            // after the stop of the others); one that wakes as its server's first wakes the
+            // loop, which plans it.
+            if owns_sensor && !m.ready && !m.frozen() {
+                continue;
+            }
             if let (Some(f), Some(c)) = (&m.freeze, &m.clock) {
                 e.members.push(Handle {
                     tid: *tid,

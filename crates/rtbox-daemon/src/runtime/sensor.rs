@@ -158,6 +158,15 @@ impl MemberClock {
         }
     }
 
+    /// Blocked by its own doing, as the BPF sensor saw it last (never with perf: /proc is not
+    /// read here). Such a member is not stopped: it cannot run, and a freeze wakes it.
+    pub fn asleep(&self) -> bool {
+        match self {
+            MemberClock::Perf(_) => false,
+            MemberClock::Bpf(r) => r.read(rtbox_bpf::now_ns()).state == rtbox_bpf::State::Blocked,
+        }
+    }
+
     /// Tells the sensor the member's server.
     pub fn place(&self, server: Option<ServerId>) {
         if let MemberClock::Bpf(r) = self {
@@ -234,7 +243,7 @@ pub fn take_events(
                 }
             }
             Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
-            Event::ServerActive(_) | Event::ServerIdle(_) => {}
+            Event::ServerActive { .. } | Event::ServerIdle { .. } => {}
         }
     }
     joined
