@@ -864,7 +864,13 @@ impl Runtime {
                 // throttle and replenishment cost ~8 us per member per step.
                 let sleeping = lazy && !m.ready && m.applied.as_ref().is_some_and(|a| !a.frozen);
                 if !sleeping && m.applied.as_ref() != Some(&want) {
+                    let was_frozen = m.frozen();
                     changes.push((d.tid, m.applied.replace(want)));
+                    if !m.frozen() {
+                        m.frozen_asleep = false;
+                    } else if !was_frozen {
+                        m.frozen_asleep = !m.ready;
+                    }
                 }
             }
         }

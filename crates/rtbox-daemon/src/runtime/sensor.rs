@@ -187,7 +187,7 @@ impl MemberClock {
 /// not yet seen running ([`THAW_GRACE`]), or runnable or running for the kernel.
 pub fn charge_bpf(m: &mut Member, reg: &Registration, sched: &mut Scheduler, now: Nanos) {
     let r = reg.read(rtbox_bpf::now_ns());
-    let frozen = m.frozen();
+    let frozen = m.frozen_ready();
     let last = m.charge.last();
     if r.runtime_ns > last {
         let d = m.charge.advance(r.runtime_ns);
