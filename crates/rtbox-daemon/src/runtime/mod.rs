@@ -887,21 +887,20 @@ impl Runtime {
         self.members.open_freeze_handles();
         let mut by_server: BTreeMap<ServerId, ServerMembers<Handle>> = BTreeMap::new();
         let mut unguarded = BTreeSet::new();
-        let owns_sensor = self.sensor.is_some();
         for (tid, m) in &self.members.by_tid {
             let (Some(s), Some(false)) = (m.charge_to, m.applied.as_ref().map(|a| a.frozen)) else {
                 continue;
             };
             let e = by_server.entry(s).or_default();
             e.ready |= m.ready;
-            // With the BPF sensor a member asleep is left out of the plan: it cannot run, and
-            // the backstop's check at a stop reads every member's figures (with 500 sleeping
-            // members that check took longer than the ~20 us of budget it was checking, and
-            // the backstop re-armed itself for ever). One that wakes where its server already
-            // has a runnable member is charged at the loop's next step (at the latest the one
-            // after the stop of the others); one that wakes as its server's first wakes the
-            // loop, which plans it.
-            if owns_sensor && !m.ready && !m.frozen() {
+            // A member asleep is left out of the plan: it cannot run, and the backstop's check
+            // at a stop reads every member's clock (with 500 sleeping members and the BPF
+            // sensor that check took longer than the ~20 us of budget it was checking, and the
+            // backstop re-armed itself for ever; with perf clocks, a system call each, 50 were
+            // enough). One that wakes is charged at the loop's next step (BPF: at once when it
+            // is its server's first runnable member, else at the latest the step after the
+            // others' stop; perf: the next poll) and planned from then on.
+            if !m.ready && !m.frozen() {
                 continue;
             }
             if let (Some(f), Some(c)) = (&m.freeze, &m.clock) {

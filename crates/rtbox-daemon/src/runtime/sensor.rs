@@ -71,6 +71,16 @@ impl SensorKind {
 }
 
 impl SensorChoice {
+    /// The sensor `rtbox daemon` takes without `--sensor`: `RTBOX_SENSOR` when set (a wrong
+    /// value is an error, not silently replaced), else the default. `rtbox check` admits with
+    /// the same one, so that what it admits is what the daemon admits.
+    pub fn daemon_default() -> Result<SensorChoice, String> {
+        match std::env::var("RTBOX_SENSOR") {
+            Ok(v) => v.parse().map_err(|e| format!("RTBOX_SENSOR={v:?}: {e}")),
+            Err(_) => Ok(SensorChoice::default()),
+        }
+    }
+
     /// The sensor this choice means on a machine like this one, without loading anything
     /// (`rtbox check`): `auto` is bpf where this binary has the program and the kernel has BTF.
     pub fn probe(self) -> SensorKind {
