@@ -862,7 +862,13 @@ impl Runtime {
                 // first runnable member, or its server is throttled: the sensor wakes the
                 // loop). Re-ranking, freezing and thawing every sleeping member at every
                 // throttle and replenishment cost ~8 us per member per step.
-                let sleeping = lazy && !m.ready && m.applied.as_ref().is_some_and(|a| !a.frozen);
+                // A member whose drift the scan found (`correct_drift` leaves it without CPUs)
+                // is put back, asleep or not.
+                let sleeping = lazy
+                    && !m.ready
+                    && m.applied
+                        .as_ref()
+                        .is_some_and(|a| !a.frozen && !a.cpus.is_empty());
                 if !sleeping && m.applied.as_ref() != Some(&want) {
                     let was_frozen = m.frozen();
                     changes.push((d.tid, m.applied.replace(want)));
