@@ -54,10 +54,10 @@ impl std::error::Error for SensorError {}
 /// What woke the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// The server (slot) gained its first runnable member.
-    ServerActive(u32),
-    /// The server (slot) lost its last runnable member.
-    ServerIdle(u32),
+    /// The server (slot) gained its first runnable member, thread `tid`.
+    ServerActive { server: u32, tid: u32 },
+    /// The server (slot) lost its last runnable member, thread `tid`.
+    ServerIdle { server: u32, tid: u32 },
     /// A member (`parent` tid) created thread `tid` of process `pid`.
     Fork { tid: u32, pid: u32, parent: u32 },
     /// Member thread `tid` of process `pid` exits.
@@ -74,8 +74,8 @@ impl Event {
         };
         let (kind, tid, pid, arg) = (word(0)?, word(1)?, word(2)?, word(3)?);
         match kind {
-            1 => Some(Event::ServerActive(arg)),
-            2 => Some(Event::ServerIdle(arg)),
+            1 => Some(Event::ServerActive { server: arg, tid }),
+            2 => Some(Event::ServerIdle { server: arg, tid }),
             3 => Some(Event::Fork {
                 tid,
                 pid,

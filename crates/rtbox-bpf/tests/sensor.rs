@@ -88,11 +88,19 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
     let mut seen = Vec::new();
     go_tx.send(0).unwrap();
     assert!(
-        wait_for(&sensor, &mut seen, |e| *e == Event::ServerActive(5)),
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::ServerActive { server: 5, tid: t } if *t == tid)
+        ),
         "no ServerActive(5) when the member woke: {seen:?}"
     );
     assert!(
-        wait_for(&sensor, &mut seen, |e| *e == Event::ServerIdle(5)),
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::ServerIdle { server: 5, tid: t } if *t == tid)
+        ),
         "no ServerIdle(5) when the member blocked: {seen:?}"
     );
     let r = member.read(now_ns());

@@ -24,11 +24,12 @@ pub struct Args {
     /// measured step of the sensor's loop.
     #[arg(long)]
     pub loop_step_us: Option<u64>,
-    /// The daemon's sensor whose loop is admitted: `perf` (the daemon's default; polls every
-    /// 1-4 ms), `bpf` (no polls), or `auto`: the one `rtbox daemon --sensor auto` takes on a
-    /// machine like this one (bpf where this binary has the program and the kernel has BTF).
-    #[arg(long, default_value = "perf")]
-    pub sensor: rtbox_daemon::runtime::sensor::SensorChoice,
+    /// The daemon's sensor whose loop is admitted: `perf` (polls every 1-4 ms), `bpf` (no
+    /// polls), or `auto`: the one `rtbox daemon --sensor auto` takes on a machine like this one
+    /// (bpf where this binary has the program and the kernel has BTF). Default: the one
+    /// `rtbox daemon` takes without `--sensor` (RTBOX_SENSOR, else perf).
+    #[arg(long)]
+    pub sensor: Option<rtbox_daemon::runtime::sensor::SensorChoice>,
     /// Also refuse CPUs this machine does not have online, as `rtbox daemon` does (by default
     /// the file is checked against its own `[platform]`, possibly another machine's).
     #[arg(long)]
@@ -54,7 +55,17 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let base = args.sensor.probe().loop_cost();
+    let sensor = match args.sensor.map_or_else(
+        rtbox_daemon::runtime::sensor::SensorChoice::daemon_default,
+        Ok,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rtbox check: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let base = sensor.probe().loop_cost();
     let cost = match args.loop_step_us {
         Some(us) => LoopCost {
             step: us.saturating_mul(1000),

@@ -107,16 +107,15 @@ pub fn run(args: Args) -> ExitCode {
     };
     // The sensor: the option, else RTBOX_SENSOR, else the default; a wrong value in the
     // environment is refused like a wrong option, not silently replaced.
-    let sensor = match (args.sensor, std::env::var("RTBOX_SENSOR")) {
-        (Some(s), _) => s,
-        (None, Ok(v)) => match v.parse() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!("RTBOX_SENSOR={v:?}: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        (None, Err(_)) => Default::default(),
+    let sensor = match args.sensor.map_or_else(
+        rtbox_daemon::runtime::sensor::SensorChoice::daemon_default,
+        Ok,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
     };
     let metrics_listen = match args
         .metrics_listen

@@ -729,6 +729,15 @@ fn a_member_that_changes_its_policy_is_brought_back() {
     assert_eq!(boxed.1, vec![1]);
     sched::set_attr(pid, &SchedAttr::other(0)).unwrap();
     sched::set_affinity(pid, &[0]).unwrap();
+    // Drift is looked for at the full scan: every 100 ms with perf, every second with the BPF
+    // sensor (`BPF_FULL_SCAN`).
+    let wait_for = |want: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !want() && t0.elapsed() < Duration::from_millis(2500) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        want()
+    };
     let back = || {
         (
             sched::get_attr(pid).unwrap(),

@@ -316,6 +316,12 @@ fn watch(
             }
             let s = g.plans[i].remove(k);
             for h in s.members {
+                // A member asleep by the sensor cannot run: freezing it would only wake it (the
+                // freezer signals it), and it would then count as ready. The sensor tells the
+                // loop when it wakes on a spent server.
+                if h.clock.asleep() {
+                    continue;
+                }
                 // The block and the thaw's wake-up are the runtime's own doing: no sensor event.
                 h.clock.quiet();
                 if cgroup::freeze_write(&h.freeze, true).is_ok() {

@@ -70,27 +70,28 @@ static __always_inline void emit(__u32 kind, __u32 tid, __u32 pid, __u32 arg)
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* One runnable member less on server `s`; the loop is told when it was the last one. */
-static __always_inline void server_dec(__s32 s, int quiet)
+/* One runnable member less on server `s`; the loop is told when it was the last one (and
+ * which member it was, `tid`, for its figures). */
+static __always_inline void server_dec(__s32 s, int quiet, __u32 tid)
 {
 	if (s < 0 || s >= RTBOX_MAX_SERVERS)
 		return;
 	if (__sync_fetch_and_add(&shared.runnable[s], -1) == 1 && !quiet)
-		emit(RTBOX_EV_SERVER_IDLE, 0, 0, s);
+		emit(RTBOX_EV_SERVER_IDLE, tid, 0, s);
 }
 
 /* One runnable member more on server `s`; the loop is told when it is the first one. */
-static __always_inline void server_inc(__s32 s, int quiet)
+static __always_inline void server_inc(__s32 s, int quiet, __u32 tid)
 {
 	if (s < 0 || s >= RTBOX_MAX_SERVERS)
 		return;
 	if (__sync_fetch_and_add(&shared.runnable[s], 1) == 0 && !quiet)
-		emit(RTBOX_EV_SERVER_ACTIVE, 0, 0, s);
+		emit(RTBOX_EV_SERVER_ACTIVE, tid, 0, s);
 }
 
 /* Keep the per-server counts equal to the members' readiness: a runnable member is counted
  * once, under its current server; a blocked one not at all. */
-static __always_inline void settle(struct rtbox_fig *f, int ready)
+static __always_inline void settle(struct rtbox_fig *f, int ready, __u32 tid)
 {
 	__s32 counted = f->counted;
 	__s32 server = (__s32)f->server;
@@ -102,12 +103,12 @@ static __always_inline void settle(struct rtbox_fig *f, int ready)
 		f->counted = server;
 		/* A runnable member counted elsewhere was moved by the loop itself (global
 		 * placement): neither server's change is news to it. */
-		server_inc(server, quiet || counted >= 0);
+		server_inc(server, quiet || counted >= 0, tid);
 		if (counted >= 0)
-			server_dec(counted, 1);
+			server_dec(counted, 1, tid);
 	} else if (counted >= 0) {
 		f->counted = -1;
-		server_dec(counted, quiet);
+		server_dec(counted, quiet, tid);
 	}
 }
 
@@ -128,7 +129,9 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 now = bpf_ktime_get_ns();
 	struct rtbox_fig *f;
 
-	f = fig_of(BPF_CORE_READ(prev, pid));
+	__u32 prev_tid = BPF_CORE_READ(prev, pid), next_tid = BPF_CORE_READ(next, pid);
+
+	f = fig_of(prev_tid);
 	if (f) {
 		/* An exited member may still be switched before it is gone: it stays exited. */
 		int exited = f->state == RTBOX_EXITED;
@@ -141,9 +144,9 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 			f->state = ready ? RTBOX_RUNNABLE : RTBOX_BLOCKED;
 		f->switches++;
 		end(f);
-		settle(f, ready);
+		settle(f, ready, prev_tid);
 	}
-	f = fig_of(BPF_CORE_READ(next, pid));
+	f = fig_of(next_tid);
 	if (f && f->state != RTBOX_EXITED) {
 		begin(f);
 		f->sum_ns = BPF_CORE_READ(next, se.sum_exec_runtime);
@@ -151,14 +154,15 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 		f->cpu = bpf_get_smp_processor_id();
 		f->state = RTBOX_RUNNING;
 		end(f);
-		settle(f, 1);
+		settle(f, 1, next_tid);
 	}
 	return 0;
 }
 
 static __always_inline int woken(struct task_struct *p)
 {
-	struct rtbox_fig *f = fig_of(BPF_CORE_READ(p, pid));
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct rtbox_fig *f = fig_of(tid);
 
 	if (!f || f->state == RTBOX_EXITED)
 		return 0;
@@ -167,7 +171,7 @@ static __always_inline int woken(struct task_struct *p)
 		f->state = RTBOX_RUNNABLE;
 	f->wakeups++;
 	end(f);
-	settle(f, 1);
+	settle(f, 1, tid);
 	/* A thaw's wake-up was the loop's own doing; later changes are news again. */
 	f->quiet = 0;
 	return 0;
@@ -208,7 +212,7 @@ int BPF_PROG(rtbox_exit, struct task_struct *p)
 	end(f);
 	/* The exit is reported whether or not a stop is in force. */
 	f->quiet = 0;
-	settle(f, 0);
+	settle(f, 0, tid);
 	emit(RTBOX_EV_EXIT, tid, BPF_CORE_READ(p, tgid), 0);
 	return 0;
 }

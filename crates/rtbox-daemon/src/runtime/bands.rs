@@ -89,6 +89,9 @@ pub struct MemberView<'a> {
     pub box_name: &'a str,
     pub local_prio: u32,
     pub ready: bool,
+    /// Asleep by its own doing, as the BPF sensor saw it (never set with perf): it is never
+    /// stopped (see [`decide`]).
+    pub asleep: bool,
     /// The core's placement of its task.
     pub placed: Option<ServerId>,
     pub last_server: Option<ServerId>,
@@ -195,6 +198,22 @@ pub fn decide(
                 }
             }
             None => match b.mode {
+                // A member asleep by the sensor is never frozen: it cannot run, and a freeze
+                // wakes it (the cgroup freezer signals every task it freezes), so it would
+                // count as ready, be thawed at the next replenishment, woken again, and so on:
+                // with 500 sleeping members that was a sensor event every ~0.2 ms. It keeps
+                // what it had (or the box's lowest band on the box's CPUs); if it wakes on a
+                // spent server the sensor wakes the loop, which stops it then.
+                Mode::Hard if m.asleep && !m.applied.is_some_and(|a| a.frozen) => Decision {
+                    tid: m.tid,
+                    charge_to: m.last_server.or(m.placed),
+                    last_server: m.last_server,
+                    want: Some(m.applied.cloned().unwrap_or(Applied {
+                        attr: SchedAttr::fifo(core.prio.lo),
+                        cpus: b.cpus.clone(),
+                        frozen: false,
+                    })),
+                },
                 Mode::Hard => {
                     let prev = m.applied.cloned().unwrap_or(Applied {
                         attr: SchedAttr::fifo(core.prio.lo),
@@ -239,6 +258,7 @@ mod tests {
             box_name: bx,
             local_prio: prio,
             ready: true,
+            asleep: false,
             placed: placed.map(ServerId),
             last_server: None,
             applied: None,
@@ -408,5 +428,51 @@ mod tests {
         let d = decide(&core, &boxes(&servers, Mode::Hard), &[m]);
         assert_eq!(d[0].charge_to, Some(ServerId(1)));
         assert_eq!(d[0].want.as_ref().unwrap().cpus, vec![1]);
+    }
+
+    /// A member asleep by the sensor is not frozen when every server of its box is spent
+    /// (a freeze would wake it); one the sensor does not know to be asleep is.
+    #[test]
+    fn an_asleep_member_is_never_frozen() {
+        let servers = [ServerId(0)];
+        let edf = BTreeMap::new(); // its only server is throttled
+        let cpu_of = |s: ServerId| s.0;
+        let core = CoreView {
+            edf: &edf,
+            cpu_of: &cpu_of,
+            prio: PrioRange::DEFAULT,
+        };
+        let before = Applied {
+            attr: SchedAttr::fifo(89),
+            cpus: vec![0],
+            frozen: false,
+        };
+        let mut m = view(5, "rt", 0, None);
+        m.ready = false;
+        m.asleep = true;
+        m.last_server = Some(ServerId(0));
+        m.applied = Some(&before);
+        let d = decide(
+            &core,
+            &boxes(&servers, Mode::Hard),
+            std::slice::from_ref(&m),
+        );
+        assert_eq!(d[0].want.as_ref(), Some(&before), "left as it was");
+        m.applied = None;
+        let d = decide(
+            &core,
+            &boxes(&servers, Mode::Hard),
+            std::slice::from_ref(&m),
+        );
+        let want = d[0].want.clone().unwrap();
+        assert!(!want.frozen, "a new sleeper is not frozen either");
+        assert_eq!(want.attr, SchedAttr::fifo(PrioRange::DEFAULT.lo));
+        m.asleep = false;
+        m.applied = Some(&before);
+        let d = decide(&core, &boxes(&servers, Mode::Hard), &[m]);
+        assert!(
+            d[0].want.as_ref().unwrap().frozen,
+            "not known asleep: frozen"
+        );
     }
 }

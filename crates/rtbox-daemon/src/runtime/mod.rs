@@ -840,6 +840,7 @@ impl Runtime {
                 (b.name, view)
             })
             .collect();
+        let lazy = self.sensor.is_some();
         let views: Vec<bands::MemberView<'_>> = self
             .members
             .by_tid
@@ -849,6 +850,7 @@ impl Runtime {
                 box_name: &m.box_name,
                 local_prio: m.local_prio,
                 ready: m.ready,
+                asleep: lazy && !m.ready && !m.frozen(),
                 placed: sched.placement(m.task),
                 last_server: m.last_server,
                 applied: m.applied.as_ref(),
@@ -858,7 +860,6 @@ impl Runtime {
             .collect();
         let decisions = bands::decide(&core, &boxes, &views);
         drop(views);
-        let lazy = self.sensor.is_some();
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
@@ -876,9 +877,21 @@ impl Runtime {
                 // first runnable member, or its server is throttled: the sensor wakes the
                 // loop). Re-ranking, freezing and thawing every sleeping member at every
                 // throttle and replenishment cost ~8 us per member per step.
-                let sleeping = lazy && !m.ready && m.applied.as_ref().is_some_and(|a| !a.frozen);
+                // A member whose drift the scan found (`correct_drift` leaves it without CPUs)
+                // is put back, asleep or not.
+                let sleeping = lazy
+                    && !m.ready
+                    && m.applied
+                        .as_ref()
+                        .is_some_and(|a| !a.frozen && !a.cpus.is_empty());
                 if !sleeping && m.applied.as_ref() != Some(&want) {
+                    let was_frozen = m.frozen();
                     changes.push((d.tid, m.applied.replace(want)));
+                    if !m.frozen() {
+                        m.frozen_asleep = false;
+                    } else if !was_frozen {
+                        m.frozen_asleep = !m.ready;
+                    }
                 }
             }
         }
@@ -901,6 +914,16 @@ impl Runtime {
             };
             let e = by_server.entry(s).or_default();
             e.ready |= m.ready;
+            // A member asleep is left out of the plan: it cannot run, and the backstop's check
+            // at a stop reads every member's clock (with 500 sleeping members and the BPF
+            // sensor that check took longer than the ~20 us of budget it was checking, and the
+            // backstop re-armed itself for ever; with perf clocks, a system call each, 50 were
+            // enough). One that wakes is charged at the loop's next step (BPF: at once when it
+            // is its server's first runnable member, else at the latest the step after the
+            // others' stop; perf: the next poll) and planned from then on.
+            if !m.ready && !m.frozen() {
+                continue;
+            }
             if let (Some(f), Some(c)) = (&m.freeze, &m.clock) {
                 e.members.push(Handle {
                     tid: *tid,

@@ -71,6 +71,16 @@ impl SensorKind {
 }
 
 impl SensorChoice {
+    /// The sensor `rtbox daemon` takes without `--sensor`: `RTBOX_SENSOR` when set (a wrong
+    /// value is an error, not silently replaced), else the default. `rtbox check` admits with
+    /// the same one, so that what it admits is what the daemon admits.
+    pub fn daemon_default() -> Result<SensorChoice, String> {
+        match std::env::var("RTBOX_SENSOR") {
+            Ok(v) => v.parse().map_err(|e| format!("RTBOX_SENSOR={v:?}: {e}")),
+            Err(_) => Ok(SensorChoice::default()),
+        }
+    }
+
     /// The sensor this choice means on a machine like this one, without loading anything
     /// (`rtbox check`): `auto` is bpf where this binary has the program and the kernel has BTF.
     pub fn probe(self) -> SensorKind {
@@ -158,6 +168,15 @@ impl MemberClock {
         }
     }
 
+    /// Blocked by its own doing, as the BPF sensor saw it last (never with perf: /proc is not
+    /// read here). Such a member is not stopped: it cannot run, and a freeze wakes it.
+    pub fn asleep(&self) -> bool {
+        match self {
+            MemberClock::Perf(_) => false,
+            MemberClock::Bpf(r) => r.read(rtbox_bpf::now_ns()).state == rtbox_bpf::State::Blocked,
+        }
+    }
+
     /// Tells the sensor the member's server.
     pub fn place(&self, server: Option<ServerId>) {
         if let MemberClock::Bpf(r) = self {
@@ -178,7 +197,7 @@ impl MemberClock {
 /// not yet seen running ([`THAW_GRACE`]), or runnable or running for the kernel.
 pub fn charge_bpf(m: &mut Member, reg: &Registration, sched: &mut Scheduler, now: Nanos) {
     let r = reg.read(rtbox_bpf::now_ns());
-    let frozen = m.frozen();
+    let frozen = m.frozen_ready();
     let last = m.charge.last();
     if r.runtime_ns > last {
         let d = m.charge.advance(r.runtime_ns);
@@ -234,7 +253,7 @@ pub fn take_events(
                 }
             }
             Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
-            Event::ServerActive(_) | Event::ServerIdle(_) => {}
+            Event::ServerActive { .. } | Event::ServerIdle { .. } => {}
         }
     }
     joined
