@@ -150,6 +150,21 @@ fn setup(name: &str) -> Option<(root::Turn, PathBuf)> {
     Some((root::realtime_turn(), v2))
 }
 
+/// [`setup`] for the Podman tests: Podman installed, 2 CPUs, and the local test image made.
+fn podman_setup(name: &str) -> Option<(root::Turn, PathBuf)> {
+    let turn = setup(name)?;
+    if Command::new("podman").arg("--version").output().is_err() {
+        eprintln!("{name}: skipped: podman is not installed (scripts/setup.sh installs it)");
+        return None;
+    }
+    if sched::online_cpus() < 2 {
+        eprintln!("{name}: skipped: needs 2 CPUs");
+        return None;
+    }
+    test_image().expect("test image");
+    Some(turn)
+}
+
 /// Issue 15: attach by cgroup keeps every member inside its cgroup (v1 lines unchanged, v2
 /// inside), `status` names the freeze of its own stop group, `detach --cgroup` releases every
 /// thread it attached, and SIGTERM and kill -9 of the daemon put every thread back.
@@ -385,18 +400,9 @@ impl Drop for Container {
 #[test]
 fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
     let name = "podman_containers_by_name_get_their_share_and_keep_their_cgroups";
-    let Some((_turn, v2)) = setup(name) else {
+    let Some((_turn, v2)) = podman_setup(name) else {
         return;
     };
-    if Command::new("podman").arg("--version").output().is_err() {
-        eprintln!("{name}: skipped: podman is not installed (scripts/setup.sh installs it)");
-        return;
-    }
-    if sched::online_cpus() < 2 {
-        eprintln!("{name}: skipped: needs 2 CPUs");
-        return;
-    }
-    test_image().expect("test image");
     let tag = std::process::id();
     let (na, nb) = (format!("rtbox-test-a-{tag}"), format!("rtbox-test-b-{tag}"));
     let (ca, cb) = (Container::busy(&na), Container::busy(&nb));
@@ -665,18 +671,9 @@ fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
 #[test]
 fn annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop() {
     let name = "annotated_podman_containers_join_by_the_oci_hook_and_leave_at_stop";
-    let Some((_turn, v2)) = setup(name) else {
+    let Some((_turn, v2)) = podman_setup(name) else {
         return;
     };
-    if Command::new("podman").arg("--version").output().is_err() {
-        eprintln!("{name}: skipped: podman is not installed (scripts/setup.sh installs it)");
-        return;
-    }
-    if sched::online_cpus() < 2 {
-        eprintln!("{name}: skipped: needs 2 CPUs");
-        return;
-    }
-    test_image().expect("test image");
     let port = free_port();
     // The daemon with --metrics-listen PORT (loopback).
     let mut d = Daemon::start("cg-hook", None, &["--metrics-listen", &port.to_string()]);
@@ -950,17 +947,7 @@ impl Dockerd {
 impl Drop for Dockerd {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(20) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            root::terminate(&mut c, Duration::from_secs(20));
         }
         let _ = std::fs::remove_dir_all(&self.exec_root);
     }

@@ -302,17 +302,26 @@ mod tests {
         assert_eq!(serde_json::to_value(&i).unwrap()["mechanism"], "idle");
     }
 
-    /// The sweep removes an empty group whose thread is gone and keeps one whose thread lives
-    /// (it may be empty for an instant before its thread moves in).
-    #[test]
-    fn the_sweep_removes_groups_of_gone_threads_only() {
+    /// The cgroup layout and its v2 hierarchy for a test that creates cgroups; `None`, saying
+    /// why, when not root or without v2.
+    fn root_v2() -> Option<(Layout, PathBuf)> {
         if !crate::is_root() {
             eprintln!("skipped: creating cgroups needs root");
-            return;
+            return None;
         }
         let layout = crate::cgroup::detect().unwrap();
         let Some(v2) = layout.v2.clone() else {
             eprintln!("skipped: no cgroup v2 hierarchy on this machine");
+            return None;
+        };
+        Some((layout, v2))
+    }
+
+    /// The sweep removes an empty group whose thread is gone and keeps one whose thread lives
+    /// (it may be empty for an instant before its thread moves in).
+    #[test]
+    fn the_sweep_removes_groups_of_gone_threads_only() {
+        let Some((layout, v2)) = root_v2() else {
             return;
         };
         let base = join(&v2, &format!("/rtbox-sweep-test-{}", std::process::id()));
@@ -341,13 +350,7 @@ mod tests {
     /// one, leaving nothing behind.
     #[test]
     fn a_stop_group_stays_inside_the_cgroup_and_is_refused_where_the_kernel_says_so() {
-        if !crate::is_root() {
-            eprintln!("skipped: creating cgroups needs root");
-            return;
-        }
-        let layout = crate::cgroup::detect().unwrap();
-        let Some(v2) = layout.v2.clone() else {
-            eprintln!("skipped: no cgroup v2 hierarchy on this machine");
+        let Some((layout, v2)) = root_v2() else {
             return;
         };
         let base = format!("/rtbox-stopgroup-test-{}", std::process::id());

@@ -136,17 +136,7 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(10) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            terminate(&mut c, Duration::from_secs(10));
         }
         if std::thread::panicking() {
             eprintln!("daemon log:\n{}", self.log());
@@ -165,18 +155,24 @@ pub struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(3) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        terminate(&mut self.0, Duration::from_secs(3));
     }
+}
+
+/// Stops and reaps a child a test started: SIGTERM first (a daemon restores its members on
+/// it), SIGKILL if it has not exited within `grace`.
+pub fn terminate(c: &mut Child, grace: Duration) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    while t0.elapsed() < grace {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 /// A CPU hog: a shell busy loop.
