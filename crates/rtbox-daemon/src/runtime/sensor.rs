@@ -27,7 +27,8 @@ use super::members::{Member, Members, THAW_GRACE};
 /// docs/benchmarks-runtime.md ("Sleeping members"): admission (`rtbox check`, the Python
 /// package's `check`) and the suite's first pass are written against the perf loop's cost, and
 /// a machine-dependent default needs them to follow it first. `bpf` or `auto` (bpf where it
-/// loads) choose it explicitly; the suite's busy pass runs with `auto`.
+/// loads) choose it explicitly. Under load the BPF path has overrun a period by more than the
+/// loop's measured lateness allows (hcbs' MPR case, busy machine), which must be understood first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SensorChoice {
     Bpf,
