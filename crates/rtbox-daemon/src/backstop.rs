@@ -75,6 +75,15 @@ pub struct Stop {
     pub slack: u64,
     pub budget: u64,
     pub members: Vec<Handle>,
+    /// The CPU of the members' server (a copy watched from another CPU keeps it).
+    pub home: u32,
+    /// Every member was frozen when the plan was made and the same step thaws them: they
+    /// cannot run before that thaw, so the stop is neither armed nor checked until
+    /// [`Locked::thawed`] moves it by the time the step took ([`Shared::planned_at`]). Planned
+    /// from the step's start, such a stop woke its backstop ~0.1-0.2 ms before the members had
+    /// spent anything like their budget, re-armed, and woke again (and the copy on the other
+    /// CPU with it): two extra wake-ups per CPU and period, measured with `perf sched` (issue 14).
+    pub pending: bool,
 }
 
 impl Stop {
@@ -88,6 +97,11 @@ impl Stop {
     /// When the backstop acts on this stop.
     fn due(&self) -> u64 {
         self.at + self.slack
+    }
+
+    /// When the backstop acts on this stop, if it watches it yet (not [`Stop::pending`]).
+    fn armed_due(&self) -> Option<u64> {
+        (!self.pending).then(|| self.due())
     }
 
     /// Budget left now by the members' clocks (0 when spent; an unreadable clock counts as
@@ -110,6 +124,12 @@ impl Stop {
 struct Shared {
     /// Per CPU (index into `cpus`), the stops (in plan order; each is checked on its own).
     plans: Vec<Vec<Stop>>,
+    /// CLOCK_MONOTONIC the plans count from: a pending stop moves by the time from then to
+    /// its members' thaw.
+    planned_at: u64,
+    /// Pending stops left for [`Backstop::sleep_until`]: their members were thawed on the
+    /// loop's own CPU, where they run only once the loop sleeps.
+    deferred: bool,
     /// Members frozen by a backstop thread since the loop last looked.
     report: Vec<i32>,
     /// Times a backstop thread stopped members.
@@ -125,9 +145,47 @@ struct Shared {
 
 /// The backstop's lock, held while the loop thaws (see [`Backstop::lock`]).
 pub struct Locked<'a> {
-    _held: PiGuard<'a, Shared>,
+    held: PiGuard<'a, Shared>,
+    owner: &'a Backstop,
     /// The members frozen since the loop last looked.
     pub report: Vec<i32>,
+}
+
+impl Locked<'_> {
+    /// Rule: the loop thawed `tids`, none before CLOCK_MONOTONIC `now`, and the members of a
+    /// pending stop ([`Stop::pending`]) could not run before their thaw, so such a stop whose
+    /// members were all thawed moves later by the time since the plan. On the loop's own CPU
+    /// they cannot run before the loop sleeps either (it is above them): those stops wait for
+    /// [`Backstop::sleep_until`] to move them by the time until then (the rest of the step,
+    /// ~20-30 us, was enough for the backstop to wake before the budget was spent). Every
+    /// other pending stop is watched from now on, and the backstops are armed for the plans as
+    /// they now are.
+    pub fn thawed(&mut self, tids: &[i32], now: u64) {
+        let here = sched::current_cpu();
+        let g = &mut *self.held;
+        let shift = now.saturating_sub(g.planned_at);
+        let mut any = false;
+        for stop in g.plans.iter_mut().flatten().filter(|s| s.pending) {
+            let all = stop.members.iter().all(|h| tids.contains(&h.tid));
+            if all && Some(stop.home) == here {
+                g.deferred = true;
+                continue;
+            }
+            stop.pending = false;
+            any = true;
+            if all {
+                stop.at += shift;
+            }
+        }
+        if any {
+            self.owner.arm_plans(g);
+        }
+    }
+}
+
+/// The earliest time a CPU's backstop acts on `plan` (0: nothing to watch).
+fn earliest(plan: &[Stop]) -> u64 {
+    plan.iter().filter_map(Stop::armed_due).min().unwrap_or(0)
 }
 
 /// The per-CPU backstop threads and their plans.
@@ -162,6 +220,8 @@ impl Backstop {
     pub fn start(cpus: &[u32]) -> Result<Backstop, LinuxError> {
         let shared = Arc::new(PiMutex::new(Shared {
             plans: vec![Vec::new(); cpus.len()],
+            planned_at: 0,
+            deferred: false,
             armed: vec![0; cpus.len()],
             ..Shared::default()
         }));
@@ -206,6 +266,12 @@ impl Backstop {
     /// Replaces every CPU's plan (CPUs not named get none) and returns the members the
     /// backstop froze since the last call.
     pub fn publish(&mut self, plans: Vec<(u32, Vec<Stop>)>) -> Vec<i32> {
+        self.publish_from(plans, rtbox_linux::monotonic_ns())
+    }
+
+    /// [`Backstop::publish`] for plans made at CLOCK_MONOTONIC `base` (the time their stops
+    /// count from).
+    pub fn publish_from(&mut self, plans: Vec<(u32, Vec<Stop>)>, base: u64) -> Vec<i32> {
         let mut g = lock(&self.shared);
         let report = std::mem::take(&mut g.report);
         for p in g.plans.iter_mut() {
@@ -216,22 +282,42 @@ impl Backstop {
                 g.plans[i] = stops;
             }
         }
-        // The timer of the CPU the loop runs on is re-armed here (it then fires on that CPU).
-        // Another CPU's thread whose timer is set for later (or not at all) is kicked to
-        // re-arm now; one set for earlier wakes anyway, finds nothing due and re-arms itself.
+        g.planned_at = base;
+        g.deferred = false;
+        self.arm_plans(&mut g);
+        report
+    }
+
+    /// Arms each CPU's backstop for its earliest watched stop. The timer of the CPU the loop
+    /// runs on is re-armed here (it then fires on that CPU). Another CPU's thread whose timer
+    /// is set for later (or not at all) is kicked to re-arm now; one set for earlier wakes
+    /// anyway, finds nothing due and re-arms itself.
+    fn arm_plans(&self, g: &mut Shared) {
         let here = sched::current_cpu();
+        self.arm_here(g, here);
+        self.kick_others(g, here);
+    }
+
+    /// Arms the timer of the CPU the loop runs on (`here`) for its earliest watched stop.
+    fn arm_here(&self, g: &mut Shared, here: Option<u32>) {
+        if let Some(i) = self.cpus.iter().position(|&c| Some(c) == here) {
+            let at = earliest(&g.plans[i]);
+            if at != g.armed[i] {
+                arm(&self.timers[i], at);
+                g.armed[i] = at;
+            }
+        }
+    }
+
+    /// Kicks each other CPU's thread whose timer is set later than its earliest watched stop
+    /// (or not at all), so it re-arms from its own CPU.
+    fn kick_others(&self, g: &Shared, here: Option<u32>) {
         for i in 0..g.plans.len() {
-            let at = g.plans[i].iter().map(Stop::due).min().unwrap_or(0);
-            if Some(self.cpus[i]) == here {
-                if at != g.armed[i] {
-                    arm(&self.timers[i], at);
-                    g.armed[i] = at;
-                }
-            } else if at != 0 && (g.armed[i] == 0 || at < g.armed[i]) {
+            let at = earliest(&g.plans[i]);
+            if Some(self.cpus[i]) != here && at != 0 && (g.armed[i] == 0 || at < g.armed[i]) {
                 self.kicks[i].kick();
             }
         }
-        report
     }
 
     /// The members frozen since the last call, with no backstop thread acting until the
@@ -242,13 +328,18 @@ impl Backstop {
     pub fn lock(&self) -> Locked<'_> {
         let mut g = lock(&self.shared);
         let report = std::mem::take(&mut g.report);
-        Locked { _held: g, report }
+        Locked {
+            held: g,
+            owner: self,
+            report,
+        }
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members, or
     /// one of `extra` (the BPF sensor's events, process events) is readable; which of `extra`
     /// were readable when it woke.
     pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Vec<bool> {
+        self.settle_deferred();
         let now = rtbox_linux::monotonic_ns();
         if deadline <= now {
             return vec![false; extra.len()];
@@ -264,6 +355,35 @@ impl Backstop {
             }
             Err(_) => vec![false; extra.len()],
         }
+    }
+
+    /// The loop is about to sleep: the stops [`Locked::thawed`] left pending move by the time
+    /// since their plan (their members start now) and are watched from now on. Other CPUs
+    /// are kicked first and the time is read again after, for their kick (~15 us to another
+    /// vCPU) delays the loop's sleep too; the kicked threads read their plans once the lock is
+    /// free, by then final.
+    fn settle_deferred(&self) {
+        let mut g = lock(&self.shared);
+        if !std::mem::take(&mut g.deferred) {
+            return;
+        }
+        let here = sched::current_cpu();
+        let started = rtbox_linux::monotonic_ns();
+        let shift = started.saturating_sub(g.planned_at);
+        let mut moved = Vec::new();
+        for (i, plan) in g.plans.iter_mut().enumerate() {
+            for (k, stop) in plan.iter_mut().enumerate().filter(|(_, s)| s.pending) {
+                stop.pending = false;
+                stop.at += shift;
+                moved.push((i, k));
+            }
+        }
+        self.kick_others(&g, here);
+        let extra = rtbox_linux::monotonic_ns().saturating_sub(started);
+        for (i, k) in moved {
+            g.plans[i][k].at += extra;
+        }
+        self.arm_here(&mut g, here);
     }
 
     /// How many times a backstop thread stopped members (the loop was late by more than
@@ -303,7 +423,7 @@ fn watch(
         let mut k = 0;
         while k < g.plans[i].len() {
             let stop = &mut g.plans[i][k];
-            if stop.due() > now {
+            if stop.pending || stop.due() > now {
                 k += 1;
                 continue;
             }
@@ -329,7 +449,7 @@ fn watch(
                 }
             }
         }
-        let next = g.plans[i].iter().map(Stop::due).min().unwrap_or(0);
+        let next = earliest(&g.plans[i]);
         if next != g.armed[i] {
             arm(timer, next);
             g.armed[i] = next;
@@ -409,6 +529,8 @@ mod tests {
                 clock: clock.clone(),
                 charged: clock.read().unwrap(),
             }],
+            home: 0,
+            pending: false,
         };
         // Spent: this thread sleeps, so its clock barely moves; a budget of 0 is spent.
         assert!(b.publish(vec![(0, vec![stop(0)])]).is_empty());
@@ -483,6 +605,8 @@ mod tests {
                 clock: clock.clone(),
                 charged: clock.read().unwrap(),
             }],
+            home: 0,
+            pending: false,
         };
         // First in plan order: 1 s left, not spent. Behind it: nothing left.
         let plan = vec![stop(1, &files[0].1, 1_000_000_000), stop(2, &files[1].1, 0)];
@@ -504,5 +628,76 @@ mod tests {
         for (p, _) in files {
             std::fs::remove_file(p).ok();
         }
+    }
+
+    /// Issue 14: a stop whose members the step is thawing is not watched before the thaw (they
+    /// cannot run), is watched after it, and one on the loop's own CPU only once the loop
+    /// sleeps ([`Locked::thawed`], [`Backstop::sleep_until`]).
+    #[test]
+    fn a_pending_stop_waits_for_the_thaw_and_on_the_loops_cpu_for_its_sleep() {
+        if !rtbox_linux::is_root() {
+            eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
+            return;
+        }
+        let clock = match TaskClock::open(sched::gettid()) {
+            Ok(c) => MemberClock::Perf(Arc::new(c)),
+            Err(e) => {
+                eprintln!("skipping: perf task clock unavailable here ({e})");
+                return;
+            }
+        };
+        let me = sched::gettid();
+        let orig = sched::get_affinity(me).expect("affinity");
+        sched::set_affinity(me, &[0]).expect("this thread on CPU 0");
+        let mut b = Backstop::start(&[0]).expect("backstop");
+        let path = std::env::temp_dir().join(format!("rtbox-pending-{}", std::process::id()));
+        let reset = || std::fs::write(&path, b"0").unwrap();
+        let f = Arc::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&path)
+                .unwrap(),
+        );
+        let stop = |home: u32| Stop {
+            at: rtbox_linux::monotonic_ns() + 1_000_000,
+            slack: 0,
+            budget: 0,
+            members: vec![Handle {
+                tid: 4242,
+                freeze: f.clone(),
+                clock: clock.clone(),
+                charged: clock.read().unwrap(),
+            }],
+            home,
+            pending: true,
+        };
+        let frozen = || std::fs::read(&path).unwrap() == b"1";
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
+        // Home on another CPU than the loop's: watched from the thaw on.
+        reset();
+        b.publish_from(vec![(0, vec![stop(7)])], rtbox_linux::monotonic_ns());
+        pause();
+        assert!(!frozen(), "a pending stop fired before its members' thaw");
+        b.lock().thawed(&[4242], rtbox_linux::monotonic_ns());
+        pause();
+        assert!(frozen(), "the stop was not watched after the thaw");
+        assert_eq!(b.publish(vec![]), vec![4242]);
+        // Home on the loop's CPU: still pending after the thaw, watched once the loop sleeps.
+        reset();
+        b.publish_from(vec![(0, vec![stop(0)])], rtbox_linux::monotonic_ns());
+        b.lock().thawed(&[4242], rtbox_linux::monotonic_ns());
+        pause();
+        assert!(
+            !frozen(),
+            "a stop on the loop's CPU fired before the loop slept"
+        );
+        b.sleep_until(rtbox_linux::monotonic_ns() + 20_000_000, &[]);
+        pause();
+        assert!(frozen(), "the stop was not watched after the loop slept");
+        drop(b);
+        let _ = sched::set_affinity(me, &orig);
+        std::fs::remove_file(&path).ok();
     }
 }

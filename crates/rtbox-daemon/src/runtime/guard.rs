@@ -3,7 +3,7 @@
 //! and counts the backstop's stops. It returns data (the members the backstop stopped); the
 //! runtime acts on it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::BorrowedFd;
 
 use rtbox_core::ServerId;
@@ -42,6 +42,8 @@ impl<H> Default for ServerMembers<H> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Planned<H> {
     pub at: Nanos,
+    /// The CPU of the server (a copy watched from another CPU keeps it).
+    pub home: u32,
     pub budget: u64,
     pub members: Vec<H>,
 }
@@ -79,6 +81,7 @@ pub fn plan<H: Clone>(
             if let Some(m) = by_server.remove(&s) {
                 stops.push(Planned {
                     at,
+                    home: cpu,
                     budget: left(&info),
                     members: m.members,
                 });
@@ -95,6 +98,7 @@ pub fn plan<H: Clone>(
         if let Some((_, stops)) = plans.iter_mut().find(|(c, _)| *c == info.cpu) {
             stops.push(Planned {
                 at: now + budget,
+                home: info.cpu,
                 budget,
                 members: m.members,
             });
@@ -169,13 +173,15 @@ impl Guard {
     /// Publishes the plans (`epoch`: CLOCK_MONOTONIC at core time 0); returns the members the
     /// last plans stopped meanwhile. `owned`: the backstop takes every stop at its planned time
     /// ([`Stop::owned`]; with the BPF sensor), else only [`backstop::SLACK`] after it, when the
-    /// loop was late.
+    /// loop was late. `thawing`: members frozen now that this step thaws; a stop of only such
+    /// members waits for their thaw ([`Stop::pending`], [`Locked::thawed`]).
     pub fn publish(
         &mut self,
         now: Nanos,
         epoch: u64,
         plans: Vec<(u32, Vec<Planned<Handle>>)>,
         owned: bool,
+        thawing: &BTreeSet<i32>,
     ) -> Vec<i32> {
         let Some(b) = self.backstop.as_mut() else {
             return Vec::new();
@@ -187,15 +193,18 @@ impl Guard {
                     .into_iter()
                     .map(|p| Stop {
                         at: epoch + p.at,
+                        home: p.home,
                         slack: if owned { 0 } else { backstop::SLACK },
                         budget: p.budget,
+                        pending: !p.members.is_empty()
+                            && p.members.iter().all(|h| thawing.contains(&h.tid)),
                         members: p.members,
                     })
                     .collect();
                 (cpu, stops)
             })
             .collect();
-        let report = b.publish(plans);
+        let report = b.publish_from(plans, epoch + now);
         self.stops.add(now, &report);
         report
     }
@@ -313,11 +322,13 @@ mod tests {
                 vec![
                     Planned {
                         at: 1_400 * US,
+                        home: 0,
                         budget: 300_000,
                         members: vec![11]
                     },
                     Planned {
                         at: 1_900 * US,
+                        home: 0,
                         budget: 500_000,
                         members: vec![10]
                     },

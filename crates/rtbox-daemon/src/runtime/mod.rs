@@ -192,6 +192,16 @@ fn core_options() -> Options {
     }
 }
 
+/// The members `changes` thaw: frozen before, running in the state `decide` recorded.
+fn thawing(members: &Members, changes: &[(i32, Option<apply::Applied>)]) -> BTreeSet<i32> {
+    changes
+        .iter()
+        .filter(|(_, prev)| prev.as_ref().is_some_and(|p| p.frozen))
+        .filter(|(t, _)| members.by_tid.get(t).is_some_and(|m| !m.frozen()))
+        .map(|(t, _)| *t)
+        .collect()
+}
+
 /// A plug-in's timer or a plug-in task's next release (`plugins.rs`) brings the loop's
 /// wake-up `at` forward, but never closer than [`MIN_GRANT`] (no spinning).
 fn plugins_wakeup(at: Nanos, now: Nanos, plugin: Option<Nanos>) -> Nanos {
@@ -689,7 +699,8 @@ impl Runtime {
         // Decide and record first, so the backstop's plan covers the new state (taking what it
         // stopped meanwhile); carry the decisions out; thaw under the backstop's lock.
         let changes = self.decide();
-        let rethaw = self.publish_plans(now);
+        let thawing = thawing(&self.members, &changes);
+        let rethaw = self.publish_plans(now, &thawing);
         let (mut thaws, gone) = self.members.execute(changes);
         self.forget(now, &gone);
         for t in rethaw {
@@ -800,7 +811,7 @@ impl Runtime {
             self.members.unplaced = true;
         }
         if self.guard.take_withdrawn() {
-            let again = self.publish_plans(now);
+            let again = self.publish_plans(now, &BTreeSet::new());
             self.thaw_guarded(now, again);
         }
     }
@@ -901,7 +912,7 @@ impl Runtime {
     /// Leaves each CPU's backstop the plan ([`guard::plan`]) for the state `decide` recorded,
     /// and takes back the members it stopped since the step began. Returns those of them the
     /// loop wants running (to thaw again); one it wants frozen just stays so.
-    fn publish_plans(&mut self, now: Nanos) -> Vec<i32> {
+    fn publish_plans(&mut self, now: Nanos, thawing: &BTreeSet<i32>) -> Vec<i32> {
         if !self.guard.active() {
             return Vec::new();
         }
@@ -959,7 +970,7 @@ impl Runtime {
                 hard: info.mode == Mode::Hard && info.box_name.is_some(),
             }
         });
-        let report = self.guard.publish(now, self.epoch, plans, owns);
+        let report = self.guard.publish(now, self.epoch, plans, owns, thawing);
         report
             .into_iter()
             .filter(|t| {
@@ -976,13 +987,22 @@ impl Runtime {
     /// the new plan stopped meanwhile: their budget is spent by the members' own clocks, so
     /// they stay frozen until the loop's next step charges them.
     fn thaw_guarded(&mut self, now: Nanos, mut tids: Vec<i32>) {
-        let lock = self.guard.lock(now);
-        if let Some(l) = &lock {
-            self.members.mark_frozen(&l.report);
-            tids.retain(|t| !l.report.contains(t));
-        }
-        let gone = self.members.thaw(now, &tids);
-        drop(lock);
+        let gone = {
+            let mut lock = self.guard.lock(now);
+            if let Some(l) = &lock {
+                self.members.mark_frozen(&l.report);
+                tids.retain(|t| !l.report.contains(t));
+            }
+            // No member thawed here runs before this instant: the lower bound of the move of
+            // its pending stop (a later reading would let a member thawed first run unwatched).
+            let before = rtbox_linux::monotonic_ns();
+            let gone = self.members.thaw(now, &tids);
+            if let Some(l) = lock.as_mut() {
+                tids.retain(|t| !gone.contains(t));
+                l.thawed(&tids, before);
+            }
+            gone
+        };
         self.forget(now, &gone);
     }
 
