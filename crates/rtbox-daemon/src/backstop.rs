@@ -18,6 +18,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -52,6 +53,10 @@ pub const WATCH_SLACK: u64 = 40_000;
 /// the same way (`Runtime::settle_owned`).
 pub const STOP_GRAIN: u64 = 20_000;
 
+/// The most a kick's measured length may move a stop (see `settle_deferred`): a kick delayed
+/// by a host stall must not leave the loop's own CPU unwatched for the stall's length.
+const MAX_KICK_NS: u64 = 30_000;
+
 /// A member as the backstop knows it.
 #[derive(Debug, Clone)]
 pub struct Handle {
@@ -84,6 +89,9 @@ pub struct Stop {
     /// spent anything like their budget, re-armed, and woke again (and the copy on the other
     /// CPU with it): two extra wake-ups per CPU and period, measured with `perf sched` (issue 14).
     pub pending: bool,
+    /// Left pending by [`Locked::thawed`] for the loop's sleep ([`Backstop::sleep_until`]);
+    /// false when planned.
+    pub deferred: bool,
 }
 
 impl Stop {
@@ -169,6 +177,7 @@ impl Locked<'_> {
             let all = stop.members.iter().all(|h| tids.contains(&h.tid));
             if all && Some(stop.home) == here {
                 g.deferred = true;
+                stop.deferred = true;
                 continue;
             }
             stop.pending = false;
@@ -202,6 +211,8 @@ pub struct Backstop {
     kicks: Vec<Arc<EventFd>>,
     /// Per CPU: its thread's timer, armed by the loop only while the loop runs on that CPU.
     timers: Vec<Arc<TimerFd>>,
+    /// How long the loop's last kicks of other CPUs took, ns (see `settle_deferred`).
+    kick_ns: AtomicU64,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -231,6 +242,7 @@ impl Backstop {
             shared,
             kicks: Vec::new(),
             timers: Vec::new(),
+            kick_ns: AtomicU64::new(0),
             threads: Vec::new(),
         };
         for _ in cpus {
@@ -312,12 +324,20 @@ impl Backstop {
     /// Kicks each other CPU's thread whose timer is set later than its earliest watched stop
     /// (or not at all), so it re-arms from its own CPU.
     fn kick_others(&self, g: &Shared, here: Option<u32>) {
-        for i in 0..g.plans.len() {
-            let at = earliest(&g.plans[i]);
-            if Some(self.cpus[i]) != here && at != 0 && (g.armed[i] == 0 || at < g.armed[i]) {
-                self.kicks[i].kick();
-            }
+        for i in self.kicks_needed(g, here) {
+            self.kicks[i].kick();
         }
+    }
+
+    /// The other CPUs whose thread must re-arm (see [`Backstop::kick_others`]).
+    fn kicks_needed(&self, g: &Shared, here: Option<u32>) -> Vec<usize> {
+        (0..g.plans.len())
+            .filter(|&i| Some(self.cpus[i]) != here)
+            .filter(|&i| {
+                let at = earliest(&g.plans[i]);
+                at != 0 && (g.armed[i] == 0 || at < g.armed[i])
+            })
+            .collect()
     }
 
     /// The members frozen since the last call, with no backstop thread acting until the
@@ -358,32 +378,42 @@ impl Backstop {
     }
 
     /// The loop is about to sleep: the stops [`Locked::thawed`] left pending move by the time
-    /// since their plan (their members start now) and are watched from now on. Other CPUs
-    /// are kicked first and the time is read again after, for their kick (~15 us to another
-    /// vCPU) delays the loop's sleep too; the kicked threads read their plans once the lock is
-    /// free, by then final.
+    /// since their plan (their members start when the loop sleeps) and are watched from now
+    /// on. Other CPUs are kicked after the lock is let go (kicked under it, a thread woke only
+    /// to wait for the lock, a system call more on each side), so the kicks' own time, which
+    /// delays the loop's sleep too, is counted with the length of the last ones.
     fn settle_deferred(&self) {
         let mut g = lock(&self.shared);
         if !std::mem::take(&mut g.deferred) {
             return;
         }
         let here = sched::current_cpu();
-        let started = rtbox_linux::monotonic_ns();
-        let shift = started.saturating_sub(g.planned_at);
-        let mut moved = Vec::new();
-        for (i, plan) in g.plans.iter_mut().enumerate() {
-            for (k, stop) in plan.iter_mut().enumerate().filter(|(_, s)| s.pending) {
-                stop.pending = false;
-                stop.at += shift;
-                moved.push((i, k));
-            }
+        for stop in g.plans.iter_mut().flatten() {
+            stop.pending = false;
         }
-        self.kick_others(&g, here);
-        let extra = rtbox_linux::monotonic_ns().saturating_sub(started);
-        for (i, k) in moved {
-            g.plans[i][k].at += extra;
+        let kicks = self.kicks_needed(&g, here);
+        let kick_ns = if kicks.is_empty() {
+            0
+        } else {
+            self.kick_ns.load(Ordering::Relaxed)
+        };
+        let shift = (rtbox_linux::monotonic_ns() + kick_ns).saturating_sub(g.planned_at);
+        // Only the stops left pending by `thawed` are still unmoved: every other one was
+        // watched from the thaw (`Stop::pending` cleared there).
+        for stop in g.plans.iter_mut().flatten().filter(|s| s.deferred) {
+            stop.deferred = false;
+            stop.at += shift;
         }
         self.arm_here(&mut g, here);
+        drop(g);
+        if !kicks.is_empty() {
+            let t = rtbox_linux::monotonic_ns();
+            for i in kicks {
+                self.kicks[i].kick();
+            }
+            let took = rtbox_linux::monotonic_ns().saturating_sub(t);
+            self.kick_ns.store(took.min(MAX_KICK_NS), Ordering::Relaxed);
+        }
     }
 
     /// How many times a backstop thread stopped members (the loop was late by more than
@@ -531,6 +561,7 @@ mod tests {
             }],
             home: 0,
             pending: false,
+            deferred: false,
         };
         // Spent: this thread sleeps, so its clock barely moves; a budget of 0 is spent.
         assert!(b.publish(vec![(0, vec![stop(0)])]).is_empty());
@@ -607,6 +638,7 @@ mod tests {
             }],
             home: 0,
             pending: false,
+            deferred: false,
         };
         // First in plan order: 1 s left, not spent. Behind it: nothing left.
         let plan = vec![stop(1, &files[0].1, 1_000_000_000), stop(2, &files[1].1, 0)];
@@ -672,6 +704,7 @@ mod tests {
             }],
             home,
             pending: true,
+            deferred: false,
         };
         let frozen = || std::fs::read(&path).unwrap() == b"1";
         let pause = || std::thread::sleep(std::time::Duration::from_millis(20));

@@ -899,7 +899,7 @@ fn dispatch(
             rt.read_job_pages(true);
             Ok(serde_json::json!({
                 "text": crate::metrics::render(&rt.server_rows())
-                    + &crate::metrics::render_loop(rt.loop_usage(), rt.admitted_step())
+                    + &crate::metrics::render_loop(&rt.loop_usage().clone(), rt.admitted_step())
                     + &crate::metrics::render_tasks(&rt.task_rows())
                     + &crate::metrics::render_host(&rt.host_report(), rt.host_over())
                     + &crate::metrics::render_sensor(rt.sensor_kind().name())

@@ -198,6 +198,7 @@ impl Guard {
                         budget: p.budget,
                         pending: !p.members.is_empty()
                             && p.members.iter().all(|h| thawing.contains(&h.tid)),
+                        deferred: false,
                         members: p.members,
                     })
                     .collect();

@@ -738,8 +738,11 @@ impl Runtime {
 
     /// Counts the step against the admitted step cost; warns once when above it.
     fn measure_loop(&mut self, now: Nanos) {
-        let cpu = rtbox_linux::thread_cpu_ns();
-        if let Some(w) = self.loop_usage.step(now, cpu, self.loop_cost().step) {
+        let admitted = self.loop_cost().step;
+        if let Some(w) = self
+            .loop_usage
+            .step_with(now, admitted, rtbox_linux::thread_cpu_ns)
+        {
             tracing::warn!("{w}");
         }
     }
@@ -1026,8 +1029,10 @@ impl Runtime {
         self.guard.times()
     }
 
-    /// The enforcement loop's own CPU use (counted by [`Runtime::step`], on the loop thread).
-    pub fn loop_usage(&self) -> &LoopUsage {
+    /// The enforcement loop's own CPU use (counted by [`Runtime::step`]; call on the loop
+    /// thread: its total is brought up to the thread's CPU clock now).
+    pub fn loop_usage(&mut self) -> &LoopUsage {
+        self.loop_usage.refresh(rtbox_linux::thread_cpu_ns());
         &self.loop_usage
     }
 
