@@ -139,13 +139,32 @@ else
   done <"$DIR/servers"
 fi
 if [ "$bg" = with ]; then rt-app "$DIR/bg.json" >/dev/null 2>&1 & pids+=($!); fi
+# A FIFO 99 canary on each CPU over the run: its worst wake-up latency tells host stalls (this
+# VM stops for tens of ms without reporting steal) from misses of the reservations.
+if command -v cyclictest >/dev/null; then
+  cyclictest -q -m -p 99 -t 2 -a 0,1 -i 1000 -D "$(cat "$DIR/secs")" >"$logs/canary.txt" 2>&1 &
+  canary=$!
+fi
+d0=0
+[ -n "$d" ] && d0=$(cat /proc/"$d"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}')
+t0=$(date +%s%N)
 for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
+if [ -n "$d" ]; then
+  d1=$(cat /proc/"$d"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}')
+  t1=$(date +%s%N)
+  echo "rtbox $bg background: daemon CPU $(awk -v c=$((d1 - d0)) -v t=$((t1 - t0)) 'BEGIN {printf "%.4f", c / t}'); $("$RTBOX" status --socket "$DIR/s" | grep -E '^loop' || true)" >&2
+fi
+if [ -n "${canary:-}" ]; then
+  wait "$canary" || true
+  echo "$side $bg background: canary (FIFO 99, 1 ms) worst latency per CPU, us: $(awk '/Max:/ {for (i = 1; i <= NF; i++) if ($i == "Max:") printf "%s ", $(i + 1)}' "$logs/canary.txt")" >&2
+fi
 EOF
   then misses "$logs" >"$out"; else : >"$out"; fi
 }
 
 CAL=$(calibrate)
+echo "$SECS" >"$DIR/secs"
 servers >"$DIR/servers"
 echo "Seed 002 validation, ${SECS} s per run, rt-app calibration ${CAL} ns per loop, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Throttling groups (budget period, us): $(tr '\n' ';' <"$DIR/servers")"

@@ -198,8 +198,7 @@ impl MemberClock {
 /// only to a server that throttled the member, whose budget is already the next period's.
 /// Readiness: frozen (a frozen member is blocked for the kernel but wants to run), thawed and
 /// not yet seen running ([`THAW_GRACE`]), or runnable or running for the kernel.
-pub fn charge_bpf(m: &mut Member, reg: &Registration, sched: &mut Scheduler, now: Nanos) {
-    let r = reg.read(rtbox_bpf::now_ns());
+pub fn charge_bpf(m: &mut Member, r: rtbox_bpf::Reading, sched: &mut Scheduler, now: Nanos) {
     let frozen = m.frozen_ready();
     let last = m.charge.last();
     if r.runtime_ns > last {
