@@ -295,7 +295,11 @@ struct Job {
 
 struct TaskState {
     source: Source,
-    jobs: VecDeque<Job>,
+    /// The oldest pending job (the one that runs), kept out of `queued` so that the loop reads
+    /// and charges its remaining work without going through the deque.
+    head: Option<Job>,
+    /// The pending jobs behind `head`, oldest first.
+    queued: VecDeque<Job>,
     successors: Vec<usize>,
     released: u64,
     completed: u64,
@@ -303,6 +307,33 @@ struct TaskState {
     response: Histogram,
     executed: Nanos,
     last_cpu: Option<usize>,
+}
+
+impl TaskState {
+    /// Appends a released job; returns true if it is the only pending one (the task wakes).
+    fn push_job(&mut self, job: Job) -> bool {
+        if self.head.is_none() {
+            self.head = Some(job);
+            true
+        } else {
+            self.queued.push_back(job);
+            false
+        }
+    }
+
+    /// Removes the oldest pending job; the next one (if any) becomes the head.
+    fn pop_job(&mut self) -> Option<Job> {
+        let job = self.head.take();
+        if job.is_some() {
+            self.head = self.queued.pop_front();
+        }
+        job
+    }
+
+    /// Every pending job, oldest first.
+    fn pending(&self) -> impl Iterator<Item = &Job> {
+        self.head.iter().chain(self.queued.iter())
+    }
 }
 
 /// An unfinished job at the end of the run missed its deadline if the deadline passed before
@@ -390,6 +421,10 @@ struct Sim<'a> {
     /// Scratch of `observe`: the CPUs to look at, and what ran on each CPU before.
     changed: Vec<usize>,
     before: Vec<Option<(usize, Option<usize>)>>,
+    /// (CPU, task) of every CPU that runs a task, in CPU order (as `running` says).
+    busy: Vec<(usize, usize)>,
+    /// Scratch of the loop: the tasks whose job finished at the current instant.
+    done: Vec<usize>,
 }
 
 impl<'a> Sim<'a> {
@@ -405,7 +440,8 @@ impl<'a> Sim<'a> {
             .iter()
             .map(|t| TaskState {
                 source: Source::new(t, opts.exec_lists.get(&t.name).cloned()),
-                jobs: VecDeque::new(),
+                head: None,
+                queued: VecDeque::new(),
                 successors: Vec::new(),
                 released: 0,
                 completed: 0,
@@ -513,6 +549,8 @@ impl<'a> Sim<'a> {
             seen_generation: None,
             changed: Vec::with_capacity(ncpu),
             before: Vec::with_capacity(ncpu),
+            busy: Vec::with_capacity(ncpu),
+            done: Vec::with_capacity(ncpu),
         }
     }
 
@@ -551,7 +589,7 @@ impl<'a> Sim<'a> {
         };
         let ts = &mut self.tasks[t];
         ts.released += 1;
-        ts.jobs.push_back(job);
+        let woke = ts.push_job(job);
         self.events += 1;
         if self.tracing() {
             let name = spec.name.clone();
@@ -559,14 +597,14 @@ impl<'a> Sim<'a> {
                 tr.releases.push((name, self.now));
             }
         }
-        if self.tasks[t].jobs.len() == 1 {
+        if woke {
             self.model.wake(self.now, t, deadline);
             self.set_ready(t, true);
         }
     }
 
     fn complete(&mut self, t: usize) {
-        let Some(job) = self.tasks[t].jobs.pop_front() else {
+        let Some(job) = self.tasks[t].pop_job() else {
             return;
         };
         self.events += 1;
@@ -597,7 +635,7 @@ impl<'a> Sim<'a> {
                 tr.misses.push((name, now));
             }
         }
-        match self.tasks[t].jobs.front() {
+        match &self.tasks[t].head {
             Some(next) => {
                 let d = next.deadline;
                 self.model.wake(now, t, d);
@@ -646,7 +684,7 @@ impl<'a> Sim<'a> {
             }
             self.events += 1;
             if let Some((t, s)) = old {
-                if !self.tasks[t].jobs.is_empty()
+                if self.tasks[t].head.is_some()
                     && !self.running.iter().any(|r| r.is_some_and(|r| r.0 == t))
                 {
                     self.preemptions[c] += 1;
@@ -673,6 +711,7 @@ impl<'a> Sim<'a> {
         }
         self.changed = cpus;
         self.before = before;
+        self.note_busy();
     }
 
     fn close_segment(&mut self, c: usize, t: usize, s: Option<usize>) {
@@ -714,24 +753,13 @@ impl<'a> Sim<'a> {
             if let Some(tm) = timer {
                 next = next.min(tm);
             }
-            for c in 0..self.running.len() {
-                if let Some((t, _)) = self.running[c] {
-                    if let Some(j) = self.tasks[t].jobs.front() {
-                        next = next.min(self.now + j.left);
-                    }
+            for &(_, t) in &self.busy {
+                if let Some(j) = &self.tasks[t].head {
+                    next = next.min(self.now + j.left);
                 }
             }
-            // Execute up to `next`.
-            let dt = next - self.now;
-            for c in 0..self.running.len() {
-                if let Some((t, _)) = self.running[c] {
-                    if let Some(j) = self.tasks[t].jobs.front_mut() {
-                        j.left -= dt;
-                    }
-                    self.tasks[t].executed += dt;
-                    self.cpu_busy[c] += dt;
-                }
-            }
+            let mut done = std::mem::take(&mut self.done);
+            self.execute(next - self.now, &mut done);
             self.now = next;
             if timer == Some(next) {
                 self.events += 1;
@@ -741,13 +769,12 @@ impl<'a> Sim<'a> {
                 break;
             }
             self.model.update(next);
-            for c in 0..self.running.len() {
-                if let Some((t, _)) = self.running[c] {
-                    if self.tasks[t].jobs.front().is_some_and(|j| j.left == 0) {
-                        self.complete(t);
-                    }
-                }
+            // Completing a job only adds jobs behind the head of other tasks (successors), so
+            // the jobs found finished while executing are those finished now, in CPU order.
+            for &t in &done {
+                self.complete(t);
             }
+            self.done = done;
             self.release_due();
             self.model.advance(next);
             self.collect_model_events();
@@ -755,6 +782,34 @@ impl<'a> Sim<'a> {
         }
         self.collect_model_events();
         self.finish()
+    }
+
+    /// Runs every busy CPU's task for `dt` and appends the tasks whose head job is then done
+    /// (in CPU order): one pass over the busy CPUs instead of one to execute and one to look
+    /// for completions.
+    fn execute(&mut self, dt: Nanos, done: &mut Vec<usize>) {
+        done.clear();
+        for &(c, t) in &self.busy {
+            let ts = &mut self.tasks[t];
+            if let Some(j) = ts.head.as_mut() {
+                j.left -= dt;
+                if j.left == 0 {
+                    done.push(t);
+                }
+            }
+            ts.executed += dt;
+            self.cpu_busy[c] += dt;
+        }
+    }
+
+    /// Lists the CPUs that run a task (in CPU order) after `running` changed.
+    fn note_busy(&mut self) {
+        self.busy.clear();
+        for (c, r) in self.running.iter().enumerate() {
+            if let Some((t, _)) = *r {
+                self.busy.push((c, t));
+            }
+        }
     }
 
     fn release_due(&mut self) {
@@ -809,14 +864,13 @@ impl<'a> Sim<'a> {
         // Unfinished jobs past their deadline are misses.
         for t in 0..self.tasks.len() {
             let late: Vec<Job> = self.tasks[t]
-                .jobs
-                .iter()
+                .pending()
                 .filter(|j| unfinished_missed(j, end))
                 .copied()
                 .collect();
             self.tasks[t].misses += late.len() as u64;
             if let Some(jobs) = self.jobs.as_mut() {
-                for j in self.tasks[t].jobs.iter() {
+                for j in self.tasks[t].pending() {
                     jobs.push(JobRecord {
                         task: self.system.tasks[t].name.clone(),
                         seq: j.seq,
