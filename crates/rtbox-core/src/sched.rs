@@ -4,7 +4,8 @@ mod pin;
 mod plan;
 mod reconfigure;
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, PinPlan, Placement, Policy, System};
 
@@ -154,6 +155,9 @@ pub struct Scheduler {
     /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
     /// which refreshes it.
     next_replenish: Option<Nanos>,
+    /// (replenishment, server) of every throttled server, earliest first (kept by
+    /// `fire_timers`): a due replenishment is found without a scan of every server.
+    replenishments: BinaryHeap<Reverse<(Nanos, ServerId)>>,
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
@@ -302,6 +306,7 @@ impl Scheduler {
             dispatch_gen: 0,
             next_timer: None,
             next_replenish: None,
+            replenishments: BinaryHeap::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
             scratch_servers: Vec::new(),
@@ -681,11 +686,13 @@ impl Scheduler {
     /// (`charge_elapsed` charges running servers only; a measured `charge` that exhausts sets
     /// `timers_due`), so unless a replenishment is due or `timers_due` is set, only the running
     /// servers are looked at; the servers are handled in id order either way, so the events come
-    /// out as from a full scan.
+    /// out as from a full scan. Due replenishments come from the heap of throttled servers
+    /// (`Scheduler::replenishments`), not from a scan of every server.
     fn fire_timers(&mut self, now: Nanos) {
-        if self.timers_due || self.scan_all || self.next_replenish.is_some_and(|r| r <= now) {
+        if self.timers_due || self.scan_all {
             self.scan_all = false;
             let mut next_replenish: Option<Nanos> = None;
+            self.replenishments.clear();
             for i in 0..self.servers.len() {
                 let s = &self.servers[i];
                 let due = if s.throttled {
@@ -700,12 +707,20 @@ impl Scheduler {
                 if s.throttled {
                     let r = s.replenish_at;
                     next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+                    self.replenishments.push(Reverse((r, ServerId(i as u32))));
                 }
             }
             self.next_replenish = next_replenish;
         } else {
             let mut due = std::mem::take(&mut self.scratch_servers);
             due.clear();
+            while let Some(&Reverse((r, s))) = self.replenishments.peek() {
+                if r > now {
+                    break;
+                }
+                self.replenishments.pop();
+                due.push(s);
+            }
             for c in &self.cpus {
                 if let Some(Running {
                     server: Some(s), ..
@@ -717,16 +732,31 @@ impl Scheduler {
                     }
                 }
             }
-            due.sort_unstable();
-            for &s in &due {
-                self.fire_server(s.index(), now);
-                let srv = &self.servers[s.index()];
-                if srv.throttled {
-                    let r = srv.replenish_at;
-                    self.next_replenish = Some(self.next_replenish.map_or(r, |n| n.min(r)));
+            // Running servers are not throttled, so none is listed twice.
+            if !due.is_empty() {
+                due.sort_unstable();
+                for &s in &due {
+                    self.fire_server(s.index(), now);
+                    let srv = &self.servers[s.index()];
+                    if srv.throttled {
+                        self.replenishments.push(Reverse((srv.replenish_at, s)));
+                    }
                 }
+                self.next_replenish = self.replenishments.peek().map(|r| r.0 .0);
             }
             self.scratch_servers = due;
+        }
+        #[cfg(debug_assertions)]
+        {
+            let mut listed: Vec<(Nanos, ServerId)> =
+                self.replenishments.iter().map(|r| r.0).collect();
+            listed.sort_unstable();
+            let mut want: Vec<(Nanos, ServerId)> = (0..self.servers.len())
+                .filter(|&i| self.servers[i].throttled)
+                .map(|i| (self.servers[i].replenish_at, ServerId(i as u32)))
+                .collect();
+            want.sort_unstable();
+            debug_assert_eq!(listed, want, "stale heap of replenishments");
         }
         debug_assert!(
             self.servers
