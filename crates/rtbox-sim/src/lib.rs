@@ -343,6 +343,9 @@ fn unfinished_missed(j: &Job, end: Nanos) -> bool {
     j.deadline < end || (j.deadline == end && j.left > 0)
 }
 
+/// A CPU that runs no task, in `Sim::on_cpu`.
+const IDLE: usize = usize::MAX;
+
 /// Runs one simulation.
 pub fn simulate(system: &System, opts: &SimOptions) -> Result<SimReport, SimError> {
     for name in opts.exec_lists.keys().chain(opts.dl_params.keys()) {
@@ -421,8 +424,9 @@ struct Sim<'a> {
     /// Scratch of `observe`: the CPUs to look at, and what ran on each CPU before.
     changed: Vec<usize>,
     before: Vec<Option<(usize, Option<usize>)>>,
-    /// (CPU, task) of every CPU that runs a task, in CPU order (as `running` says).
-    busy: Vec<(usize, usize)>,
+    /// The task on each CPU (`IDLE`: none), as `running` says: the loop's passes over the
+    /// CPUs read one word per CPU.
+    on_cpu: Vec<usize>,
     /// Scratch of the loop: the tasks whose job finished at the current instant.
     done: Vec<usize>,
 }
@@ -549,7 +553,7 @@ impl<'a> Sim<'a> {
             seen_generation: None,
             changed: Vec::with_capacity(ncpu),
             before: Vec::with_capacity(ncpu),
-            busy: Vec::with_capacity(ncpu),
+            on_cpu: vec![IDLE; ncpu],
             done: Vec::with_capacity(ncpu),
         }
     }
@@ -668,25 +672,24 @@ impl<'a> Sim<'a> {
         } else {
             cpus.extend(0..self.running.len());
         }
-        // First what runs now everywhere (the preemption check looks at every CPU), then the
-        // changes one CPU at a time.
+        // First what runs now everywhere (the preemption check looks at every CPU; `before`
+        // keeps what ran on the looked-at CPUs), then the changes one CPU at a time.
         let mut before = std::mem::take(&mut self.before);
         before.clear();
-        before.extend_from_slice(&self.running);
         for &c in &cpus {
-            self.running[c] = self.model.running(c);
+            let new = self.model.running(c);
+            let old = std::mem::replace(&mut self.running[c], new);
+            before.push(old);
+            self.on_cpu[c] = new.map_or(IDLE, |r| r.0);
         }
-        for &c in &cpus {
+        for (&c, &old) in cpus.iter().zip(&before) {
             let new = self.running[c];
-            let old = before[c];
             if new == old {
                 continue;
             }
             self.events += 1;
             if let Some((t, s)) = old {
-                if self.tasks[t].head.is_some()
-                    && !self.running.iter().any(|r| r.is_some_and(|r| r.0 == t))
-                {
+                if self.tasks[t].head.is_some() && !self.on_cpu.contains(&t) {
                     self.preemptions[c] += 1;
                 }
                 self.close_segment(c, t, s);
@@ -711,7 +714,6 @@ impl<'a> Sim<'a> {
         }
         self.changed = cpus;
         self.before = before;
-        self.note_busy();
     }
 
     fn close_segment(&mut self, c: usize, t: usize, s: Option<usize>) {
@@ -753,9 +755,11 @@ impl<'a> Sim<'a> {
             if let Some(tm) = timer {
                 next = next.min(tm);
             }
-            for &(_, t) in &self.busy {
-                if let Some(j) = &self.tasks[t].head {
-                    next = next.min(self.now + j.left);
+            for &t in &self.on_cpu {
+                if t != IDLE {
+                    if let Some(j) = &self.tasks[t].head {
+                        next = next.min(self.now + j.left);
+                    }
                 }
             }
             let mut done = std::mem::take(&mut self.done);
@@ -789,7 +793,10 @@ impl<'a> Sim<'a> {
     /// for completions.
     fn execute(&mut self, dt: Nanos, done: &mut Vec<usize>) {
         done.clear();
-        for &(c, t) in &self.busy {
+        for (c, &t) in self.on_cpu.iter().enumerate() {
+            if t == IDLE {
+                continue;
+            }
             let ts = &mut self.tasks[t];
             if let Some(j) = ts.head.as_mut() {
                 j.left -= dt;
@@ -799,16 +806,6 @@ impl<'a> Sim<'a> {
             }
             ts.executed += dt;
             self.cpu_busy[c] += dt;
-        }
-    }
-
-    /// Lists the CPUs that run a task (in CPU order) after `running` changed.
-    fn note_busy(&mut self) {
-        self.busy.clear();
-        for (c, r) in self.running.iter().enumerate() {
-            if let Some((t, _)) = *r {
-                self.busy.push((c, t));
-            }
         }
     }
 
