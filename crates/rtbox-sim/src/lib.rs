@@ -343,6 +343,15 @@ fn unfinished_missed(j: &Job, end: Nanos) -> bool {
     j.deadline < end || (j.deadline == end && j.left > 0)
 }
 
+/// Servers whose supply windows count while the same tasks keep them busy (`Sim::sat`).
+struct SatGroup {
+    /// Ready tasks among the group's.
+    ready: usize,
+    /// Ready tasks needed to keep every server of the group busy.
+    need: usize,
+    servers: Vec<usize>,
+}
+
 /// A CPU that runs no task, in `Sim::on_cpu`.
 const IDLE: usize = usize::MAX;
 
@@ -414,9 +423,11 @@ struct Sim<'a> {
     server_names: Vec<String>,
     server_cpus: Vec<u32>,
     supply: Vec<SupplyTracker>,
-    /// Per server: (ready members, members needed to keep it busy); per task: its servers.
-    sat: Vec<(usize, usize)>,
-    task_servers: Vec<Vec<usize>>,
+    /// Saturation groups: servers kept busy by the same tasks with the same need (all vCPUs of
+    /// a global box form one), so a readiness change counts once per group, not per server.
+    sat: Vec<SatGroup>,
+    /// Per task: the groups it counts in.
+    task_groups: Vec<Vec<usize>>,
     model_events: Vec<ModelEvent>,
     cpu_ids: Vec<u32>,
     /// The model's dispatch generation at the last `observe`.
@@ -475,8 +486,8 @@ impl<'a> Sim<'a> {
         let descs = model.servers();
         // Which tasks keep each server busy (box servers: all members of a global box, needing
         // as many ready as the box has servers; otherwise the server's own task(s)).
-        let mut task_servers = vec![Vec::new(); n];
-        let mut sat = Vec::with_capacity(descs.len());
+        let mut group_of: BTreeMap<(Vec<usize>, usize), usize> = BTreeMap::new();
+        let mut sat: Vec<SatGroup> = Vec::with_capacity(descs.len());
         for (s, d) in descs.iter().enumerate() {
             let members: Vec<usize> = match (&d.box_name, opts.model) {
                 (Some(b), ModelKind::Rtbox | ModelKind::RtThrottling) => {
@@ -503,10 +514,21 @@ impl<'a> Sim<'a> {
                 }
                 _ => 1,
             };
-            for &t in &members {
-                task_servers[t].push(s);
+            let g = *group_of.entry((members, need)).or_insert_with(|| {
+                sat.push(SatGroup {
+                    ready: 0,
+                    need,
+                    servers: Vec::new(),
+                });
+                sat.len() - 1
+            });
+            sat[g].servers.push(s);
+        }
+        let mut task_groups = vec![Vec::new(); n];
+        for ((members, _), &g) in &group_of {
+            for &t in members {
+                task_groups[t].push(g);
             }
-            sat.push((0, need));
         }
         let supply = descs
             .iter()
@@ -547,7 +569,7 @@ impl<'a> Sim<'a> {
             server_cpus: descs.iter().map(|d| d.cpu).collect(),
             supply,
             sat,
-            task_servers,
+            task_groups,
             model_events: Vec::new(),
             cpu_ids,
             seen_generation: None,
@@ -566,15 +588,15 @@ impl<'a> Sim<'a> {
         if !self.opts.supply_windows {
             return;
         }
-        for i in 0..self.task_servers[t].len() {
-            let s = self.task_servers[t][i];
-            let (count, need) = self.sat[s];
-            let before = count >= need;
-            let count = if ready { count + 1 } else { count - 1 };
-            self.sat[s].0 = count;
-            let after = count >= need;
+        for i in 0..self.task_groups[t].len() {
+            let g = &mut self.sat[self.task_groups[t][i]];
+            let before = g.ready >= g.need;
+            g.ready = if ready { g.ready + 1 } else { g.ready - 1 };
+            let after = g.ready >= g.need;
             if before != after {
-                self.supply[s].set_saturated(self.now, after);
+                for &s in &g.servers {
+                    self.supply[s].set_saturated(self.now, after);
+                }
             }
         }
     }
