@@ -122,6 +122,9 @@ struct Cpu {
     timer_at: Option<Nanos>,
 }
 
+/// A server that takes no part in EDF, in `Scheduler::edf_keys`.
+const NOT_IN_EDF: Nanos = Nanos::MAX;
+
 /// The scheduling core. See the crate documentation for the calling protocol.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -149,6 +152,10 @@ pub struct Scheduler {
     /// Timers fired at `now` and nothing was charged or decided since: firing again at the same
     /// instant would find nothing due.
     fired: bool,
+    /// Per server: its EDF key's deadline (the tentative deadline) while it is eligible and not
+    /// excluded in the current decision, else `NOT_IN_EDF`; kept with those flags so that an
+    /// EDF pick reads one word per server.
+    edf_keys: Vec<Nanos>,
     /// Counts changes of what runs on any CPU (see [`Scheduler::dispatch_generation`]).
     dispatch_gen: u64,
     next_timer: Option<Nanos>,
@@ -303,6 +310,7 @@ impl Scheduler {
             timer_stale: true,
             scan_all: false,
             fired: false,
+            edf_keys: Vec::new(),
             dispatch_gen: 0,
             next_timer: None,
             next_replenish: None,
@@ -1070,6 +1078,7 @@ impl Scheduler {
                 self.mark_box(b);
             }
             set.extend((0..self.servers.len()).map(|i| ServerId(i as u32)));
+            self.edf_keys.resize(self.servers.len(), NOT_IN_EDF);
             for s in self.servers.iter_mut() {
                 s.touched = false;
             }
@@ -1097,6 +1106,15 @@ impl Scheduler {
                 cbs_wakeup(s.st, s.params, now)
             } else {
                 s.st
+            };
+            debug_assert!(
+                s.tent.deadline != NOT_IN_EDF,
+                "a deadline at the end of time"
+            );
+            self.edf_keys[id.index()] = if s.eligible {
+                s.tent.deadline
+            } else {
+                NOT_IN_EDF
             };
         }
         #[cfg(debug_assertions)]
@@ -1432,7 +1450,29 @@ impl Scheduler {
         }
     }
 
+    /// The CPU's EDF winner among its eligible, not excluded servers, from the compact keys
+    /// (`Scheduler::edf_keys`): one word per server instead of a walk over the server structs.
+    /// A CPU lists its servers in id order (they are created in that order), so the first of
+    /// equal deadlines is the least id, as `edf_key` orders ties.
     fn edf_winner(&self, c: usize) -> Option<ServerId> {
+        let mut best = (NOT_IN_EDF, None);
+        for &s in &self.cpus[c].servers {
+            let d = self.edf_keys[s.index()];
+            if d < best.0 {
+                best = (d, Some(s));
+            }
+        }
+        let w = best.1;
+        debug_assert_eq!(
+            w,
+            self.edf_winner_full(c),
+            "EDF winner differs from the servers'"
+        );
+        w
+    }
+
+    /// `edf_winner` from the servers themselves, to check the compact keys.
+    fn edf_winner_full(&self, c: usize) -> Option<ServerId> {
         let mut best: Option<(Nanos, ServerId)> = None;
         for &s in &self.cpus[c].servers {
             let srv = &self.servers[s.index()];
@@ -1491,6 +1531,7 @@ impl Scheduler {
         keyed.sort_unstable();
         for &(_, (_, s)) in &keyed[k..] {
             self.servers[s.index()].excluded = true;
+            self.edf_keys[s.index()] = NOT_IN_EDF;
             trimmed.push(s);
         }
         self.scratch_keyed = keyed;
