@@ -178,6 +178,9 @@ pub struct Scheduler {
     /// Some box is in reclaim mode (fixed for a scheduler's life: a reconfiguration builds a new
     /// one).
     any_reclaim: bool,
+    /// Some box rotates its members (a `fair` box, and a positive timeslice): otherwise no CPU
+    /// has a rotation timer to look for (fixed for a scheduler's life, like `any_reclaim`).
+    rotation: bool,
     /// The CPUs whose EDF pick was recomputed (`scratch_stale`) and those whose running server
     /// or its hosted member may have changed in the current decision (`redo`, each once,
     /// `Cpu::redo`): every other CPU keeps what runs on it.
@@ -293,6 +296,7 @@ impl Scheduler {
             );
         }
         let any_reclaim = boxes.iter().any(|b| b.mode == Mode::Reclaim);
+        let rotation = opts.timeslice > 0 && boxes.iter().any(|b| b.policy == Policy::Fair);
         Ok(Scheduler {
             opts,
             now: 0,
@@ -323,6 +327,7 @@ impl Scheduler {
             scratch_boxes: Vec::new(),
             marked: Vec::new(),
             any_reclaim,
+            rotation,
             scratch_stale: Vec::new(),
             redo: Vec::new(),
             dispatch_changes: (0..ids.len()).collect(),
@@ -865,7 +870,7 @@ impl Scheduler {
                 let rt = self.servers[s.index()].st.runtime.max(0) as u64;
                 take(self.now + rt);
                 let tk = &self.tasks[r.task.index()];
-                if self.opts.timeslice > 0
+                if self.rotation
                     && tk
                         .box_idx
                         .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
