@@ -198,6 +198,13 @@ pub struct Scheduler {
     /// The servers the last decision excluded (trimmed): eligible, not backlogged, so the next
     /// decision applies the wake-up rule to them again at its own time.
     excluded_last: Vec<ServerId>,
+    /// Scratch of `decide`: untouched servers of `excluded_last`, and those of them kept
+    /// excluded without a look (`keep_exclusions`).
+    scratch_carried: Vec<ServerId>,
+    scratch_kept: Vec<ServerId>,
+    /// This scheduler is the debug builds' reference copy of another (`reference_decision`).
+    #[cfg(debug_assertions)]
+    reference_run: bool,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -336,6 +343,10 @@ impl Scheduler {
             touched: Vec::new(),
             all_touched: true,
             excluded_last: Vec::new(),
+            scratch_carried: Vec::new(),
+            scratch_kept: Vec::new(),
+            #[cfg(debug_assertions)]
+            reference_run: false,
         })
     }
 
@@ -1076,8 +1087,12 @@ impl Scheduler {
         // backlogged if eligible (so its tentative state is its state, whose deadline only
         // changes with a timer, which touches it). The commit (5.) has the same property plus
         // the servers this decision excludes.
+        #[cfg(debug_assertions)]
+        let reference = self.reference_decision(now);
         let mut set = std::mem::take(&mut self.scratch_set);
         set.clear();
+        let mut carried = std::mem::take(&mut self.scratch_carried);
+        carried.clear();
         if self.all_touched {
             for b in 0..self.boxes.len() {
                 self.mark_box(b);
@@ -1089,9 +1104,11 @@ impl Scheduler {
             }
         } else {
             set.append(&mut self.touched);
+            // The servers the last decision excluded and nothing touched since: each is looked
+            // at again, unless it is sure to be excluded again (`keep_exclusions`, below).
             for &s in &self.excluded_last {
                 if !self.servers[s.index()].touched {
-                    set.push(s);
+                    carried.push(s);
                 }
             }
             for &s in &set {
@@ -1100,45 +1117,8 @@ impl Scheduler {
         }
         self.touched.clear();
         self.all_touched = false;
-        let (boxes, tasks) = (&self.boxes, &self.tasks);
         for &id in &set {
-            let s = &mut self.servers[id.index()];
-            let has_work = server_has_work(s, boxes, tasks);
-            s.has_work = has_work;
-            s.excluded = false;
-            s.eligible = has_work && !s.throttled;
-            s.tent = if s.eligible && !s.backlogged {
-                cbs_wakeup(s.st, s.params, now)
-            } else {
-                s.st
-            };
-            debug_assert!(
-                s.tent.deadline != NOT_IN_EDF,
-                "a deadline at the end of time"
-            );
-            self.edf_keys[id.index()] = if s.eligible {
-                s.tent.deadline
-            } else {
-                NOT_IN_EDF
-            };
-        }
-        #[cfg(debug_assertions)]
-        for s in &self.servers {
-            let has_work = server_has_work(s, boxes, tasks);
-            debug_assert_eq!(s.has_work, has_work, "stale work of an untouched server");
-            debug_assert!(!s.excluded, "an untouched server kept an exclusion");
-            debug_assert_eq!(s.eligible, has_work && !s.throttled, "stale eligibility");
-            if s.eligible {
-                let tent = if s.backlogged {
-                    s.st
-                } else {
-                    cbs_wakeup(s.st, s.params, now)
-                };
-                debug_assert_eq!(s.tent.deadline, tent.deadline, "stale tentative deadline");
-                if !s.backlogged {
-                    debug_assert_eq!(s.tent, tent, "stale wake-up of an untouched server");
-                }
-            }
+            self.look_at(id, now);
         }
         // Local-policy order where it changed (only in marked boxes: every change of order
         // invalidates the placement, which marks the box).
@@ -1155,15 +1135,8 @@ impl Scheduler {
             self.boxes.iter().all(|b| b.sorted),
             "an unmarked box lost its order"
         );
-        // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
-        // Each round trims every box against the winners of the previous round; only the CPUs
-        // whose winner was trimmed need a new EDF pick (trimming removes winners only). A box's
-        // won vCPUs are kept from the last decision's final winners and changed only on the
-        // CPUs whose winner before exclusions differs from it (their order is of no account:
-        // trimming and placement order vCPUs by their own keys).
-        // Only the CPUs of looked-at servers can have a new pick; on every other CPU the last
-        // decision's final winner is the pick (a CPU whose winner was trimmed has the trimmed
-        // server in `excluded_last`, so it is looked at).
+        // The CPUs of looked-at servers need a new EDF pick (`stale`, below); those of the
+        // touched servers are marked first, as `keep_exclusions` asks.
         let mut stale = std::mem::take(&mut self.scratch_stale);
         stale.clear();
         for &id in &set {
@@ -1173,6 +1146,54 @@ impl Scheduler {
                 stale.push(c);
             }
         }
+        let mut kept = std::mem::take(&mut self.scratch_kept);
+        kept.clear();
+        if !carried.is_empty() {
+            self.keep_exclusions(&mut carried, &mut kept, now);
+            for &id in &carried {
+                self.look_at(id, now);
+                set.push(id);
+                let c = self.servers[id.index()].cpu_idx;
+                if !self.cpus[c].stale {
+                    self.cpus[c].stale = true;
+                    stale.push(c);
+                }
+            }
+        }
+        self.scratch_carried = carried;
+        #[cfg(debug_assertions)]
+        let (boxes, tasks) = (&self.boxes, &self.tasks);
+        #[cfg(debug_assertions)]
+        for (i, s) in self.servers.iter().enumerate() {
+            let has_work = server_has_work(s, boxes, tasks);
+            debug_assert_eq!(s.has_work, has_work, "stale work of an untouched server");
+            debug_assert!(
+                !s.excluded || kept.contains(&ServerId(i as u32)),
+                "an untouched server kept an exclusion"
+            );
+            debug_assert_eq!(s.eligible, has_work && !s.throttled, "stale eligibility");
+            if s.eligible {
+                let tent = if s.backlogged {
+                    s.st
+                } else {
+                    cbs_wakeup(s.st, s.params, now)
+                };
+                debug_assert_eq!(s.tent.deadline, tent.deadline, "stale tentative deadline");
+                if !s.backlogged {
+                    debug_assert_eq!(s.tent, tent, "stale wake-up of an untouched server");
+                }
+            }
+        }
+        // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
+        // Each round trims every box against the winners of the previous round; only the CPUs
+        // whose winner was trimmed need a new EDF pick (trimming removes winners only). A box's
+        // won vCPUs are kept from the last decision's final winners and changed only on the
+        // CPUs whose winner before exclusions differs from it (their order is of no account:
+        // trimming and placement order vCPUs by their own keys).
+        // Only the CPUs of looked-at servers can have a new pick; on every other CPU the last
+        // decision's final winner is the pick (a CPU whose winner was trimmed has the trimmed
+        // server in `excluded_last`, so it is looked at, or kept excluded, which leaves the
+        // CPU's final winner its pick).
         for &c in &stale {
             let w = self.edf_winner(c);
             let cpu = &mut self.cpus[c];
@@ -1279,6 +1300,24 @@ impl Scheduler {
         }
         self.scratch_trimmed = trimmed;
         self.scratch_boxes = gained;
+        // A kept exclusion stands if its CPU would have picked it (its final winner comes
+        // after it in EDF, or there is none): then it was offered to its box and refused.
+        // Otherwise the CPU never got to it, and it is an eligible server that does not run.
+        for &s in &kept {
+            let srv = &self.servers[s.index()];
+            let offered = self.cpus[srv.cpu_idx].winner.is_none_or(|w| {
+                edf_key(self.servers[w.index()].tent.deadline, w) > edf_key(srv.tent.deadline, s)
+            });
+            if offered {
+                self.excluded_last.push(s);
+            } else {
+                let srv = &mut self.servers[s.index()];
+                srv.excluded = false;
+                self.edf_keys[s.index()] = srv.tent.deadline;
+                set.push(s);
+            }
+        }
+        self.scratch_kept = kept;
         // 3. Place global members on winning vCPUs (only a marked box can need it).
         for i in 0..self.marked.len() {
             let b = self.marked[i];
@@ -1444,6 +1483,151 @@ impl Scheduler {
                 );
             }
         }
+        #[cfg(debug_assertions)]
+        if let Some(r) = reference {
+            self.check_like(&r);
+        }
+    }
+
+    /// Step 1 of a decision for one server: whether it has work and is eligible, and its
+    /// tentative state (the wake-up rule at `now` if it was not backlogged).
+    fn look_at(&mut self, id: ServerId, now: Nanos) {
+        let s = &mut self.servers[id.index()];
+        let has_work = server_has_work(s, &self.boxes, &self.tasks);
+        s.has_work = has_work;
+        s.excluded = false;
+        s.eligible = has_work && !s.throttled;
+        s.tent = if s.eligible && !s.backlogged {
+            cbs_wakeup(s.st, s.params, now)
+        } else {
+            s.st
+        };
+        debug_assert!(
+            s.tent.deadline != NOT_IN_EDF,
+            "a deadline at the end of time"
+        );
+        self.edf_keys[id.index()] = if s.eligible {
+            s.tent.deadline
+        } else {
+            NOT_IN_EDF
+        };
+    }
+
+    /// Moves from `carried` (servers the last decision excluded, untouched since) to `kept`
+    /// those that stay excluded without being looked at again. Trimming is a deferred
+    /// acceptance: each CPU offers itself to its servers in EDF order, and a global box with k
+    /// ready members keeps the k offers it ranks best (`trim_surplus`'s key) and refuses the
+    /// rest for good; the final winners do not depend on the order of offers and refusals. So
+    /// a server whose box has k other vCPUs that it ranks above it, each of which its CPU
+    /// offers itself to first (it won that CPU in the last decision, nothing on the CPU was
+    /// touched, and every carried server there comes after it in EDF), is refused if offered:
+    /// excluding it beforehand changes no winner. Whether it was offered at all (else it stays
+    /// eligible and not excluded) is settled after trimming. The CPUs of touched servers must be
+    /// marked `stale` before the call.
+    fn keep_exclusions(
+        &mut self,
+        carried: &mut Vec<ServerId>,
+        kept: &mut Vec<ServerId>,
+        now: Nanos,
+    ) {
+        for &s in carried.iter() {
+            let srv = &mut self.servers[s.index()];
+            debug_assert!(
+                srv.eligible && srv.excluded && !srv.backlogged,
+                "a carried exclusion of a server that was not trimmed"
+            );
+            srv.tent = cbs_wakeup(srv.st, srv.params, now);
+        }
+        for &s in carried.iter() {
+            if self.refused_if_offered(s, carried) {
+                kept.push(s);
+            }
+        }
+        if kept.is_empty() {
+            return;
+        }
+        carried.retain(|s| !kept.contains(s));
+        for &s in kept.iter() {
+            let c = self.servers[s.index()].cpu_idx;
+            let cpu = &mut self.cpus[c];
+            // Not picked again unless something else on the CPU is looked at: its pick before
+            // exclusions is its final winner.
+            if !cpu.stale {
+                cpu.winner0 = cpu.winner;
+            }
+        }
+    }
+
+    /// Whether the global box of carried server `s` has as many vCPUs as ready members that
+    /// it ranks above `s` and that their CPUs offer themselves to first (see
+    /// `keep_exclusions`).
+    fn refused_if_offered(&self, s: ServerId, carried: &[ServerId]) -> bool {
+        let srv = &self.servers[s.index()];
+        let Owner::Box(b) = srv.owner else {
+            return false;
+        };
+        let bx = &self.boxes[b];
+        let k = bx.ready.len();
+        if bx.placement != Placement::Global || k == 0 || bx.won.len() < k {
+            return false;
+        }
+        let top = &bx.ready[..k];
+        let hosts = |x: ServerId| top.iter().any(|t| self.tasks[t.index()].placed == Some(x));
+        let key_s = (!hosts(s), edf_key(srv.tent.deadline, s));
+        let mut above = 0;
+        for &v in &bx.won {
+            let cv = self.servers[v.index()].cpu_idx;
+            if self.cpus[cv].stale {
+                continue;
+            }
+            let kv = edf_key(self.servers[v.index()].tent.deadline, v);
+            let first = carried.iter().all(|&x| {
+                let xs = &self.servers[x.index()];
+                xs.cpu_idx != cv || edf_key(xs.tent.deadline, x) > kv
+            });
+            if first && (!hosts(v), kv) < key_s {
+                above += 1;
+            }
+        }
+        above >= k
+    }
+
+    /// Debug builds: the decision a copy of the scheduler takes looking at every server and box
+    /// afresh, to check the incremental one against (`check_like`).
+    #[cfg(debug_assertions)]
+    fn reference_decision(&self, now: Nanos) -> Option<Scheduler> {
+        if self.reference_run {
+            return None;
+        }
+        let mut r = self.clone();
+        r.reference_run = true;
+        r.all_touched = true;
+        r.decide(now);
+        Some(r)
+    }
+
+    /// Debug builds: the decision equals the reference one in everything that outlives it.
+    #[cfg(debug_assertions)]
+    fn check_like(&self, r: &Scheduler) {
+        for (a, b) in self.cpus.iter().zip(&r.cpus) {
+            debug_assert_eq!(a.running, b.running, "CPU {}: runs differently", a.id);
+            debug_assert_eq!(a.winner, b.winner, "CPU {}: another winner", a.id);
+        }
+        for (i, (a, b)) in self.servers.iter().zip(&r.servers).enumerate() {
+            debug_assert_eq!(
+                (a.st, a.backlogged, a.excluded, a.eligible),
+                (b.st, b.backlogged, b.excluded, b.eligible),
+                "server {i}: another state"
+            );
+        }
+        for (i, (a, b)) in self.tasks.iter().zip(&r.tasks).enumerate() {
+            debug_assert_eq!(a.placed, b.placed, "task {i}: placed elsewhere");
+        }
+        let mut mine = self.excluded_last.clone();
+        let mut theirs = r.excluded_last.clone();
+        mine.sort_unstable();
+        theirs.sort_unstable();
+        debug_assert_eq!(mine, theirs, "other exclusions");
     }
 
     /// Lists a CPU whose running server or hosted member may change in this decision.
