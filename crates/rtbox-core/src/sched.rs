@@ -1576,20 +1576,23 @@ impl Scheduler {
         let key_s = (!hosts(s), edf_key(srv.tent.deadline, s));
         let mut above = 0;
         for &v in &bx.won {
-            let cv = self.servers[v.index()].cpu_idx;
-            if self.cpus[cv].stale {
+            let sv = &self.servers[v.index()];
+            let (cv, kv) = (sv.cpu_idx, edf_key(sv.tent.deadline, v));
+            if self.cpus[cv].stale || (!hosts(v), kv) > key_s {
                 continue;
             }
-            let kv = edf_key(self.servers[v.index()].tent.deadline, v);
             let first = carried.iter().all(|&x| {
                 let xs = &self.servers[x.index()];
                 xs.cpu_idx != cv || edf_key(xs.tent.deadline, x) > kv
             });
-            if first && (!hosts(v), kv) < key_s {
+            if first {
                 above += 1;
+                if above == k {
+                    return true;
+                }
             }
         }
-        above >= k
+        false
     }
 
     /// Debug builds: the decision a copy of the scheduler takes looking at every server and box
