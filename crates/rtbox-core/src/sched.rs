@@ -156,6 +156,9 @@ pub struct Scheduler {
     /// excluded in the current decision, else `NOT_IN_EDF`; kept with those flags so that an
     /// EDF pick reads one word per server.
     edf_keys: Vec<Nanos>,
+    /// The earliest of the CPUs' timers (`Cpu::timer_at`) if known (`Some(None)`: no CPU has
+    /// one); `None`: look it up again (`note_cpu_timer`).
+    timers_first: Option<Option<Nanos>>,
     /// Counts changes of what runs on any CPU (see [`Scheduler::dispatch_generation`]).
     dispatch_gen: u64,
     next_timer: Option<Nanos>,
@@ -322,6 +325,7 @@ impl Scheduler {
             scan_all: false,
             fired: false,
             edf_keys: Vec::new(),
+            timers_first: Some(None),
             dispatch_gen: 0,
             next_timer: None,
             next_replenish: None,
@@ -844,7 +848,7 @@ impl Scheduler {
     /// The earliest of the replenishments and every CPU's timer (`cpu_timer`): in implicit
     /// accounting from the timers kept per CPU (`Cpu::timer_at`, refreshed by each decision for
     /// the CPUs it looked at), otherwise computed afresh (a measured charge moves budgets).
-    fn compute_next_timer(&self) -> Option<Nanos> {
+    fn compute_next_timer(&mut self) -> Option<Nanos> {
         debug_assert_eq!(
             self.next_replenish,
             self.servers
@@ -855,19 +859,55 @@ impl Scheduler {
             "cached next replenishment is stale"
         );
         let mut next = self.next_replenish;
-        let kept = self.opts.accounting == Accounting::Implicit;
-        for c in 0..self.cpus.len() {
-            let t = if kept {
+        if self.opts.accounting == Accounting::Implicit {
+            #[cfg(debug_assertions)]
+            for c in 0..self.cpus.len() {
                 debug_assert_eq!(self.cpus[c].timer_at, self.cpu_timer(c), "stale CPU timer");
-                self.cpus[c].timer_at
-            } else {
-                self.cpu_timer(c)
+            }
+            let first = match self.timers_first {
+                Some(first) => first,
+                None => {
+                    let first = self.cpus.iter().filter_map(|c| c.timer_at).min();
+                    self.timers_first = Some(first);
+                    first
+                }
             };
-            if let Some(t) = t {
+            debug_assert_eq!(
+                first,
+                self.cpus.iter().filter_map(|c| c.timer_at).min(),
+                "stale earliest CPU timer"
+            );
+            if let Some(t) = first {
+                next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+            }
+            return next;
+        }
+        for c in 0..self.cpus.len() {
+            if let Some(t) = self.cpu_timer(c) {
                 next = Some(next.map_or(t, |n: Nanos| n.min(t)));
             }
         }
         next
+    }
+
+    /// Keeps the earliest CPU timer (`Scheduler::timers_first`) when a CPU's timer changes from
+    /// `old` to `new`: an earlier one replaces it; if the earliest one moves later or goes, it
+    /// is found again by a scan at the next use.
+    fn note_cpu_timer(&mut self, old: Option<Nanos>, new: Option<Nanos>) {
+        let Some(first) = self.timers_first else {
+            return;
+        };
+        if old.is_some() && old == first {
+            if new.is_none_or(|n| Some(n) > old) {
+                self.timers_first = None;
+            } else {
+                self.timers_first = Some(new);
+            }
+        } else if let Some(n) = new {
+            if first.is_none_or(|f| n < f) {
+                self.timers_first = Some(new);
+            }
+        }
     }
 
     /// When the core must look at a CPU again for what runs on it: its server's budget
@@ -1457,7 +1497,11 @@ impl Scheduler {
             }
         }
         for &c in &redo {
-            self.cpus[c].timer_at = self.cpu_timer(c);
+            let t = self.cpu_timer(c);
+            let old = std::mem::replace(&mut self.cpus[c].timer_at, t);
+            if old != t {
+                self.note_cpu_timer(old, t);
+            }
         }
         redo.clear();
         self.redo = redo;
