@@ -686,7 +686,7 @@ impl Scheduler {
                 }
                 let tk = &mut self.tasks[r.task.index()];
                 tk.slice_used += dt;
-                if self.opts.timeslice > 0
+                if self.rotation
                     && tk.slice_used >= self.opts.timeslice
                     && tk
                         .box_idx
