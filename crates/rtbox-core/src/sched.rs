@@ -122,6 +122,24 @@ struct Cpu {
     timer_at: Option<Nanos>,
 }
 
+/// Scratch lists of one decision (`Scheduler::decide`).
+#[derive(Debug, Clone, Default)]
+struct DecideScratch {
+    /// The servers looked at.
+    set: Vec<ServerId>,
+    /// Untouched servers of `Scheduler::excluded_last`, and those of them kept excluded
+    /// without a look (`Scheduler::keep_exclusions`).
+    carried: Vec<ServerId>,
+    kept: Vec<ServerId>,
+    /// The CPUs whose EDF pick is recomputed.
+    stale: Vec<usize>,
+    /// Servers trimmed in a round, and boxes that gained a vCPU in it.
+    trimmed: Vec<ServerId>,
+    gained: Vec<usize>,
+    /// What runs on each CPU of `Scheduler::redo`.
+    running: Vec<Option<Running>>,
+}
+
 /// A server that takes no part in EDF, in `Scheduler::edf_keys`.
 const NOT_IN_EDF: Nanos = Nanos::MAX;
 
@@ -171,9 +189,6 @@ pub struct Scheduler {
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
-    scratch_running: Vec<Option<Running>>,
-    scratch_trimmed: Vec<ServerId>,
-    scratch_boxes: Vec<usize>,
     /// Boxes whose ready members, their order or placement, or won vCPUs changed since the
     /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
     /// its order, has no vCPU to give up and keeps its placement.
@@ -184,15 +199,12 @@ pub struct Scheduler {
     /// Some box rotates its members (a `fair` box, and a positive timeslice): otherwise no CPU
     /// has a rotation timer to look for (fixed for a scheduler's life, like `any_reclaim`).
     rotation: bool,
-    /// The CPUs whose EDF pick was recomputed (`scratch_stale`) and those whose running server
-    /// or its hosted member may have changed in the current decision (`redo`, each once,
-    /// `Cpu::redo`): every other CPU keeps what runs on it.
-    scratch_stale: Vec<usize>,
+    /// The CPUs whose running server or its hosted member may have changed in the current
+    /// decision (`redo`, each once, `Cpu::redo`): every other CPU keeps what runs on it.
     redo: Vec<usize>,
     /// The CPUs whose running task or server changed since the driver last took the list
     /// (`Scheduler::take_dispatch_changes`), each once (`Cpu::changed`); every CPU at the start.
     dispatch_changes: Vec<usize>,
-    scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
     /// (`Srv::touched`); `all_touched`: every server (after construction or a change of members).
@@ -201,10 +213,8 @@ pub struct Scheduler {
     /// The servers the last decision excluded (trimmed): eligible, not backlogged, so the next
     /// decision applies the wake-up rule to them again at its own time.
     excluded_last: Vec<ServerId>,
-    /// Scratch of `decide`: untouched servers of `excluded_last`, and those of them kept
-    /// excluded without a look (`keep_exclusions`).
-    scratch_carried: Vec<ServerId>,
-    scratch_kept: Vec<ServerId>,
+    /// The lists `decide` works with, boxed so that a decision takes and returns them at once.
+    decide_scratch: Option<Box<DecideScratch>>,
     /// This scheduler is the debug builds' reference copy of another (`reference_decision`).
     #[cfg(debug_assertions)]
     reference_run: bool,
@@ -333,22 +343,16 @@ impl Scheduler {
             events: VecDeque::new(),
             scratch: Vec::new(),
             scratch_servers: Vec::new(),
-            scratch_running: Vec::new(),
-            scratch_trimmed: Vec::new(),
-            scratch_boxes: Vec::new(),
             marked: Vec::new(),
             any_reclaim,
             rotation,
-            scratch_stale: Vec::new(),
             redo: Vec::new(),
             dispatch_changes: (0..ids.len()).collect(),
-            scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
             all_touched: true,
             excluded_last: Vec::new(),
-            scratch_carried: Vec::new(),
-            scratch_kept: Vec::new(),
+            decide_scratch: Some(Box::default()),
             #[cfg(debug_assertions)]
             reference_run: false,
         })
@@ -1129,9 +1133,17 @@ impl Scheduler {
         // the servers this decision excludes.
         #[cfg(debug_assertions)]
         let reference = self.reference_decision(now);
-        let mut set = std::mem::take(&mut self.scratch_set);
+        let mut sc = self.decide_scratch.take().unwrap_or_default();
+        let DecideScratch {
+            set,
+            carried,
+            stale,
+            kept,
+            trimmed,
+            gained,
+            running: new_running,
+        } = &mut *sc;
         set.clear();
-        let mut carried = std::mem::take(&mut self.scratch_carried);
         carried.clear();
         if self.all_touched {
             for b in 0..self.boxes.len() {
@@ -1151,13 +1163,13 @@ impl Scheduler {
                     carried.push(s);
                 }
             }
-            for &s in &set {
+            for &s in set.iter() {
                 self.servers[s.index()].touched = false;
             }
         }
         self.touched.clear();
         self.all_touched = false;
-        for &id in &set {
+        for &id in set.iter() {
             self.look_at(id, now);
         }
         // Local-policy order where it changed (only in marked boxes: every change of order
@@ -1177,20 +1189,18 @@ impl Scheduler {
         );
         // The CPUs of looked-at servers need a new EDF pick (`stale`, below); those of the
         // touched servers are marked first, as `keep_exclusions` asks.
-        let mut stale = std::mem::take(&mut self.scratch_stale);
         stale.clear();
-        for &id in &set {
+        for &id in set.iter() {
             let c = self.servers[id.index()].cpu_idx;
             if !self.cpus[c].stale {
                 self.cpus[c].stale = true;
                 stale.push(c);
             }
         }
-        let mut kept = std::mem::take(&mut self.scratch_kept);
         kept.clear();
         if !carried.is_empty() {
-            self.keep_exclusions(&mut carried, &mut kept, now);
-            for &id in &carried {
+            self.keep_exclusions(carried, kept, now);
+            for &id in carried.iter() {
                 self.look_at(id, now);
                 set.push(id);
                 let c = self.servers[id.index()].cpu_idx;
@@ -1200,7 +1210,6 @@ impl Scheduler {
                 }
             }
         }
-        self.scratch_carried = carried;
         #[cfg(debug_assertions)]
         let (boxes, tasks) = (&self.boxes, &self.tasks);
         #[cfg(debug_assertions)]
@@ -1234,7 +1243,7 @@ impl Scheduler {
         // decision's final winner is the pick (a CPU whose winner was trimmed has the trimmed
         // server in `excluded_last`, so it is looked at, or kept excluded, which leaves the
         // CPU's final winner its pick).
-        for &c in &stale {
+        for &c in stale.iter() {
             let w = self.edf_winner(c);
             let cpu = &mut self.cpus[c];
             cpu.winner0 = w;
@@ -1247,7 +1256,6 @@ impl Scheduler {
             }
             self.redo_cpu(c);
         }
-        self.scratch_stale = stale;
         #[cfg(debug_assertions)]
         for c in 0..self.cpus.len() {
             debug_assert_eq!(self.cpus[c].winner0, self.edf_winner(c), "stale EDF winner");
@@ -1269,8 +1277,6 @@ impl Scheduler {
             have.sort_unstable();
             debug_assert_eq!(have, want, "kept won vCPUs differ from the EDF winners");
         }
-        let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
-        let mut gained = std::mem::take(&mut self.scratch_boxes);
         self.excluded_last.clear();
         let mut first = true;
         loop {
@@ -1286,7 +1292,7 @@ impl Scheduler {
                     let b = self.marked[i];
                     let bx = &self.boxes[b];
                     if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
-                        self.trim_surplus(b, &mut trimmed);
+                        self.trim_surplus(b, trimmed);
                     }
                 }
                 debug_assert!(
@@ -1299,10 +1305,10 @@ impl Scheduler {
             } else {
                 gained.sort_unstable();
                 gained.dedup();
-                for &b in &gained {
+                for &b in gained.iter() {
                     let bx = &self.boxes[b];
                     if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
-                        self.trim_surplus(b, &mut trimmed);
+                        self.trim_surplus(b, trimmed);
                     }
                 }
                 #[cfg(debug_assertions)]
@@ -1319,15 +1325,15 @@ impl Scheduler {
                 break;
             }
             gained.clear();
-            set.extend_from_slice(&trimmed);
-            self.excluded_last.extend_from_slice(&trimmed);
-            for &s in &trimmed {
+            set.extend_from_slice(trimmed);
+            self.excluded_last.extend_from_slice(trimmed);
+            for &s in trimmed.iter() {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
                     self.mark_box(b);
                 }
             }
-            for &s in &trimmed {
+            for &s in trimmed.iter() {
                 let c = self.servers[s.index()].cpu_idx;
                 debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
                 let w = self.edf_winner(c);
@@ -1338,12 +1344,10 @@ impl Scheduler {
                 }
             }
         }
-        self.scratch_trimmed = trimmed;
-        self.scratch_boxes = gained;
         // A kept exclusion stands if its CPU would have picked it (its final winner comes
         // after it in EDF, or there is none): then it was offered to its box and refused.
         // Otherwise the CPU never got to it, and it is an eligible server that does not run.
-        for &s in &kept {
+        for &s in kept.iter() {
             let srv = &self.servers[s.index()];
             let offered = self.cpus[srv.cpu_idx].winner.is_none_or(|w| {
                 edf_key(self.servers[w.index()].tent.deadline, w) > edf_key(srv.tent.deadline, s)
@@ -1357,7 +1361,6 @@ impl Scheduler {
                 set.push(s);
             }
         }
-        self.scratch_kept = kept;
         // 3. Place global members on winning vCPUs (only a marked box can need it).
         for i in 0..self.marked.len() {
             let b = self.marked[i];
@@ -1403,7 +1406,6 @@ impl Scheduler {
             // The events come out in CPU order; background placement indexes by CPU.
             redo.sort_unstable();
         }
-        let mut new_running = std::mem::take(&mut self.scratch_running);
         new_running.clear();
         let mut idle = false;
         for &c in &redo {
@@ -1419,7 +1421,7 @@ impl Scheduler {
         }
         if idle && background {
             // `redo` lists every CPU here, in CPU order.
-            self.place_background(&mut new_running);
+            self.place_background(new_running);
         }
         #[cfg(debug_assertions)]
         for c in 0..self.cpus.len() {
@@ -1447,7 +1449,7 @@ impl Scheduler {
             set.sort_unstable();
             set.dedup();
         }
-        for &id in &set {
+        for &id in set.iter() {
             let s = &mut self.servers[id.index()];
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
@@ -1465,7 +1467,6 @@ impl Scheduler {
             }
             s.backlogged = active || (s.throttled && has_work);
         }
-        self.scratch_set = set;
         if check {
             for s in &self.servers {
                 debug_assert!(
@@ -1478,7 +1479,7 @@ impl Scheduler {
                 }
             }
         }
-        for (&c, &new) in redo.iter().zip(&new_running) {
+        for (&c, &new) in redo.iter().zip(new_running.iter()) {
             let cpu = &self.cpus[c];
             if cpu.running != new {
                 if self.opts.record_events {
@@ -1505,7 +1506,7 @@ impl Scheduler {
         }
         redo.clear();
         self.redo = redo;
-        self.scratch_running = new_running;
+        self.decide_scratch = Some(sc);
         #[cfg(debug_assertions)]
         for cpu in &self.cpus {
             debug_assert!(
