@@ -69,10 +69,10 @@ struct Bx {
     /// The weight of a shared box.
     weight: Option<u32>,
     /// Whether the last placement of its members still holds (no member's readiness, order or
-    /// vCPU changed since); with the same won vCPUs (`placed_won`) placing again would keep
-    /// every member where it is, so the decision skips it.
+    /// vCPU and no won vCPU changed since): placing again would keep every member where it is,
+    /// so the decision skips it. (A won set that changes and changes back within a decision is
+    /// placed again, which keeps every member where it is.)
     placed_valid: bool,
-    placed_won: Vec<ServerId>,
     /// Listed in `Scheduler::marked`.
     marked: bool,
 }
@@ -283,7 +283,6 @@ impl Scheduler {
                 ready: Vec::new(),
                 sorted: true,
                 won: Vec::new(),
-                placed_won: Vec::new(),
                 placed_valid: false,
                 marked: false,
                 shared: b.spec.interface.is_shared(),
@@ -1330,7 +1329,7 @@ impl Scheduler {
             for &s in trimmed.iter() {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
-                    self.mark_box(b);
+                    self.invalidate_placement(b);
                 }
             }
             for &s in trimmed.iter() {
@@ -1723,20 +1722,21 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
-    /// Adds an EDF winner to its box's list of won vCPUs (and marks the box); returns the box.
+    /// Adds an EDF winner to its box's list of won vCPUs (its placement must be looked at
+    /// again); returns the box.
     fn note_winner(&mut self, w: Option<ServerId>) -> Option<usize> {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
                 self.boxes[b].won.push(s);
-                self.mark_box(b);
+                self.invalidate_placement(b);
                 return Some(b);
             }
         }
         None
     }
 
-    /// Removes a server that no longer wins its CPU from its box's list of won vCPUs (and
-    /// marks the box).
+    /// Removes a server that no longer wins its CPU from its box's list of won vCPUs (its
+    /// placement must be looked at again).
     fn drop_winner(&mut self, w: Option<ServerId>) {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
@@ -1744,7 +1744,7 @@ impl Scheduler {
                 if let Some(i) = won.iter().position(|&x| x == s) {
                     won.swap_remove(i);
                 }
-                self.mark_box(b);
+                self.invalidate_placement(b);
             }
         }
     }
@@ -1792,8 +1792,6 @@ impl Scheduler {
             return;
         }
         bx.placed_valid = true;
-        bx.placed_won.clear();
-        bx.placed_won.extend_from_slice(&bx.won);
         // The members hosted by its won vCPUs may change.
         for i in 0..self.boxes[b].won.len() {
             let c = self.servers[self.boxes[b].won[i].index()].cpu_idx;
@@ -1969,12 +1967,10 @@ impl Scheduler {
 }
 
 impl Bx {
-    /// The last placement holds: no member's readiness, order or vCPU changed since, and the
-    /// box won the same vCPUs (as a set: the lists are short and hold each vCPU once).
+    /// The last placement holds: no member's readiness, order or vCPU and no won vCPU changed
+    /// since.
     fn placement_holds(&self) -> bool {
         self.placed_valid
-            && self.won.len() == self.placed_won.len()
-            && self.won.iter().all(|s| self.placed_won.contains(s))
     }
 }
 
