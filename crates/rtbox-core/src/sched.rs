@@ -493,13 +493,14 @@ impl Scheduler {
             tk.seq = seq;
             tk.slice_used = 0;
             reorder = true;
-            if let Some(b) = tk.box_idx {
-                self.boxes[b].ready.push(t);
-            }
         }
         let (woke, box_idx) = (!was_ready, tk.box_idx);
         if let (true, Some(b)) = (reorder, box_idx) {
-            self.boxes[b].sorted = false;
+            if woke {
+                self.insert_ready(b, t);
+            } else {
+                self.boxes[b].sorted = false;
+            }
             self.invalidate_placement(b);
         }
         if woke {
@@ -549,6 +550,22 @@ impl Scheduler {
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// Adds a member that woke to its box's ready list: at its place in the local-policy order
+    /// if the list is in order (keys are unique: they end with the wake-up sequence), so that
+    /// the decision need not sort it again; else at the end, for the next sort.
+    fn insert_ready(&mut self, b: usize, t: TaskId) {
+        let (bx, tasks) = (&mut self.boxes[b], &self.tasks);
+        if bx.sorted {
+            let k = key(bx.policy, &tasks[t.index()]);
+            let i = bx
+                .ready
+                .partition_point(|x| key(bx.policy, &tasks[x.index()]) < k);
+            bx.ready.insert(i, t);
+        } else {
+            bx.ready.push(t);
+        }
     }
 
     /// A box's ready members, their order or their vCPUs changed: its last placement no longer
@@ -1183,8 +1200,10 @@ impl Scheduler {
             }
         }
         debug_assert!(
-            self.boxes.iter().all(|b| b.sorted),
-            "an unmarked box lost its order"
+            self.boxes.iter().all(|b| b.sorted
+                && b.ready
+                    .is_sorted_by_key(|t| key(b.policy, &self.tasks[t.index()]))),
+            "a box lost its order"
         );
         // The CPUs of looked-at servers need a new EDF pick (`stale`, below); those of the
         // touched servers are marked first, as `keep_exclusions` asks.
