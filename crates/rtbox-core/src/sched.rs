@@ -691,8 +691,8 @@ impl Scheduler {
     }
 
     fn charge_elapsed(&mut self, dt: Nanos) {
-        for c in 0..self.cpus.len() {
-            let Some(r) = self.cpus[c].running else {
+        for cpu in &self.cpus {
+            let Some(r) = cpu.running else {
                 continue;
             };
             if let Some(s) = r.server {
