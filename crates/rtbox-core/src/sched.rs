@@ -4,7 +4,8 @@ mod pin;
 mod plan;
 mod reconfigure;
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, PinPlan, Placement, Policy, System};
 
@@ -68,10 +69,10 @@ struct Bx {
     /// The weight of a shared box.
     weight: Option<u32>,
     /// Whether the last placement of its members still holds (no member's readiness, order or
-    /// vCPU changed since); with the same won vCPUs (`placed_won`) placing again would keep
-    /// every member where it is, so the decision skips it.
+    /// vCPU and no won vCPU changed since): placing again would keep every member where it is,
+    /// so the decision skips it. (A won set that changes and changes back within a decision is
+    /// placed again, which keeps every member where it is.)
     placed_valid: bool,
-    placed_won: Vec<ServerId>,
     /// Listed in `Scheduler::marked`.
     marked: bool,
 }
@@ -121,6 +122,27 @@ struct Cpu {
     timer_at: Option<Nanos>,
 }
 
+/// Scratch lists of one decision (`Scheduler::decide`).
+#[derive(Debug, Clone, Default)]
+struct DecideScratch {
+    /// The servers looked at.
+    set: Vec<ServerId>,
+    /// Untouched servers of `Scheduler::excluded_last`, and those of them kept excluded
+    /// without a look (`Scheduler::keep_exclusions`).
+    carried: Vec<ServerId>,
+    kept: Vec<ServerId>,
+    /// The CPUs whose EDF pick is recomputed.
+    stale: Vec<usize>,
+    /// Servers trimmed in a round, and boxes that gained a vCPU in it.
+    trimmed: Vec<ServerId>,
+    gained: Vec<usize>,
+    /// What runs on each CPU of `Scheduler::redo`.
+    running: Vec<Option<Running>>,
+}
+
+/// A server that takes no part in EDF, in `Scheduler::edf_keys`.
+const NOT_IN_EDF: Nanos = Nanos::MAX;
+
 /// The scheduling core. See the crate documentation for the calling protocol.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -148,18 +170,25 @@ pub struct Scheduler {
     /// Timers fired at `now` and nothing was charged or decided since: firing again at the same
     /// instant would find nothing due.
     fired: bool,
+    /// Per server: its EDF key's deadline (the tentative deadline) while it is eligible and not
+    /// excluded in the current decision, else `NOT_IN_EDF`; kept with those flags so that an
+    /// EDF pick reads one word per server.
+    edf_keys: Vec<Nanos>,
+    /// The earliest of the CPUs' timers (`Cpu::timer_at`) if known (`Some(None)`: no CPU has
+    /// one); `None`: look it up again (`note_cpu_timer`).
+    timers_first: Option<Option<Nanos>>,
     /// Counts changes of what runs on any CPU (see [`Scheduler::dispatch_generation`]).
     dispatch_gen: u64,
     next_timer: Option<Nanos>,
     /// Earliest replenishment among throttled servers; throttling only changes in `fire_timers`,
     /// which refreshes it.
     next_replenish: Option<Nanos>,
+    /// (replenishment, server) of every throttled server, earliest first (kept by
+    /// `fire_timers`): a due replenishment is found without a scan of every server.
+    replenishments: BinaryHeap<Reverse<(Nanos, ServerId)>>,
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
-    scratch_running: Vec<Option<Running>>,
-    scratch_trimmed: Vec<ServerId>,
-    scratch_boxes: Vec<usize>,
     /// Boxes whose ready members, their order or placement, or won vCPUs changed since the
     /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
     /// its order, has no vCPU to give up and keeps its placement.
@@ -167,15 +196,15 @@ pub struct Scheduler {
     /// Some box is in reclaim mode (fixed for a scheduler's life: a reconfiguration builds a new
     /// one).
     any_reclaim: bool,
-    /// The CPUs whose EDF pick was recomputed (`scratch_stale`) and those whose running server
-    /// or its hosted member may have changed in the current decision (`redo`, each once,
-    /// `Cpu::redo`): every other CPU keeps what runs on it.
-    scratch_stale: Vec<usize>,
+    /// Some box rotates its members (a `fair` box, and a positive timeslice): otherwise no CPU
+    /// has a rotation timer to look for (fixed for a scheduler's life, like `any_reclaim`).
+    rotation: bool,
+    /// The CPUs whose running server or its hosted member may have changed in the current
+    /// decision (`redo`, each once, `Cpu::redo`): every other CPU keeps what runs on it.
     redo: Vec<usize>,
     /// The CPUs whose running task or server changed since the driver last took the list
     /// (`Scheduler::take_dispatch_changes`), each once (`Cpu::changed`); every CPU at the start.
     dispatch_changes: Vec<usize>,
-    scratch_set: Vec<ServerId>,
     scratch_keyed: Vec<(bool, (Nanos, ServerId))>,
     /// Servers whose work or throttle changed since the last decision (see `decide`), each once
     /// (`Srv::touched`); `all_touched`: every server (after construction or a change of members).
@@ -184,6 +213,11 @@ pub struct Scheduler {
     /// The servers the last decision excluded (trimmed): eligible, not backlogged, so the next
     /// decision applies the wake-up rule to them again at its own time.
     excluded_last: Vec<ServerId>,
+    /// The lists `decide` works with, boxed so that a decision takes and returns them at once.
+    decide_scratch: Option<Box<DecideScratch>>,
+    /// This scheduler is the debug builds' reference copy of another (`reference_decision`).
+    #[cfg(debug_assertions)]
+    reference_run: bool,
 }
 
 fn key(policy: Policy, t: &Tk) -> (u64, u64) {
@@ -249,7 +283,6 @@ impl Scheduler {
                 ready: Vec::new(),
                 sorted: true,
                 won: Vec::new(),
-                placed_won: Vec::new(),
                 placed_valid: false,
                 marked: false,
                 shared: b.spec.interface.is_shared(),
@@ -282,6 +315,7 @@ impl Scheduler {
             );
         }
         let any_reclaim = boxes.iter().any(|b| b.mode == Mode::Reclaim);
+        let rotation = opts.timeslice > 0 && boxes.iter().any(|b| b.policy == Policy::Fair);
         Ok(Scheduler {
             opts,
             now: 0,
@@ -299,25 +333,27 @@ impl Scheduler {
             timer_stale: true,
             scan_all: false,
             fired: false,
+            edf_keys: Vec::new(),
+            timers_first: Some(None),
             dispatch_gen: 0,
             next_timer: None,
             next_replenish: None,
+            replenishments: BinaryHeap::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
             scratch_servers: Vec::new(),
-            scratch_running: Vec::new(),
-            scratch_trimmed: Vec::new(),
-            scratch_boxes: Vec::new(),
             marked: Vec::new(),
             any_reclaim,
-            scratch_stale: Vec::new(),
+            rotation,
             redo: Vec::new(),
             dispatch_changes: (0..ids.len()).collect(),
-            scratch_set: Vec::new(),
             scratch_keyed: Vec::new(),
             touched: Vec::new(),
             all_touched: true,
             excluded_last: Vec::new(),
+            decide_scratch: Some(Box::default()),
+            #[cfg(debug_assertions)]
+            reference_run: false,
         })
     }
 
@@ -457,13 +493,14 @@ impl Scheduler {
             tk.seq = seq;
             tk.slice_used = 0;
             reorder = true;
-            if let Some(b) = tk.box_idx {
-                self.boxes[b].ready.push(t);
-            }
         }
         let (woke, box_idx) = (!was_ready, tk.box_idx);
         if let (true, Some(b)) = (reorder, box_idx) {
-            self.boxes[b].sorted = false;
+            if woke {
+                self.insert_ready(b, t);
+            } else {
+                self.boxes[b].sorted = false;
+            }
             self.invalidate_placement(b);
         }
         if woke {
@@ -513,6 +550,22 @@ impl Scheduler {
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// Adds a member that woke to its box's ready list: at its place in the local-policy order
+    /// if the list is in order (keys are unique: they end with the wake-up sequence), so that
+    /// the decision need not sort it again; else at the end, for the next sort.
+    fn insert_ready(&mut self, b: usize, t: TaskId) {
+        let (bx, tasks) = (&mut self.boxes[b], &self.tasks);
+        if bx.sorted {
+            let k = key(bx.policy, &tasks[t.index()]);
+            let i = bx
+                .ready
+                .partition_point(|x| key(bx.policy, &tasks[x.index()]) < k);
+            bx.ready.insert(i, t);
+        } else {
+            bx.ready.push(t);
+        }
     }
 
     /// A box's ready members, their order or their vCPUs changed: its last placement no longer
@@ -638,8 +691,8 @@ impl Scheduler {
     }
 
     fn charge_elapsed(&mut self, dt: Nanos) {
-        for c in 0..self.cpus.len() {
-            let Some(r) = self.cpus[c].running else {
+        for cpu in &self.cpus {
+            let Some(r) = cpu.running else {
                 continue;
             };
             if let Some(s) = r.server {
@@ -653,7 +706,7 @@ impl Scheduler {
                 }
                 let tk = &mut self.tasks[r.task.index()];
                 tk.slice_used += dt;
-                if self.opts.timeslice > 0
+                if self.rotation
                     && tk.slice_used >= self.opts.timeslice
                     && tk
                         .box_idx
@@ -681,11 +734,13 @@ impl Scheduler {
     /// (`charge_elapsed` charges running servers only; a measured `charge` that exhausts sets
     /// `timers_due`), so unless a replenishment is due or `timers_due` is set, only the running
     /// servers are looked at; the servers are handled in id order either way, so the events come
-    /// out as from a full scan.
+    /// out as from a full scan. Due replenishments come from the heap of throttled servers
+    /// (`Scheduler::replenishments`), not from a scan of every server.
     fn fire_timers(&mut self, now: Nanos) {
-        if self.timers_due || self.scan_all || self.next_replenish.is_some_and(|r| r <= now) {
+        if self.timers_due || self.scan_all {
             self.scan_all = false;
             let mut next_replenish: Option<Nanos> = None;
+            self.replenishments.clear();
             for i in 0..self.servers.len() {
                 let s = &self.servers[i];
                 let due = if s.throttled {
@@ -700,12 +755,20 @@ impl Scheduler {
                 if s.throttled {
                     let r = s.replenish_at;
                     next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+                    self.replenishments.push(Reverse((r, ServerId(i as u32))));
                 }
             }
             self.next_replenish = next_replenish;
         } else {
             let mut due = std::mem::take(&mut self.scratch_servers);
             due.clear();
+            while let Some(&Reverse((r, s))) = self.replenishments.peek() {
+                if r > now {
+                    break;
+                }
+                self.replenishments.pop();
+                due.push(s);
+            }
             for c in &self.cpus {
                 if let Some(Running {
                     server: Some(s), ..
@@ -717,16 +780,31 @@ impl Scheduler {
                     }
                 }
             }
-            due.sort_unstable();
-            for &s in &due {
-                self.fire_server(s.index(), now);
-                let srv = &self.servers[s.index()];
-                if srv.throttled {
-                    let r = srv.replenish_at;
-                    self.next_replenish = Some(self.next_replenish.map_or(r, |n| n.min(r)));
+            // Running servers are not throttled, so none is listed twice.
+            if !due.is_empty() {
+                due.sort_unstable();
+                for &s in &due {
+                    self.fire_server(s.index(), now);
+                    let srv = &self.servers[s.index()];
+                    if srv.throttled {
+                        self.replenishments.push(Reverse((srv.replenish_at, s)));
+                    }
                 }
+                self.next_replenish = self.replenishments.peek().map(|r| r.0 .0);
             }
             self.scratch_servers = due;
+        }
+        #[cfg(debug_assertions)]
+        {
+            let mut listed: Vec<(Nanos, ServerId)> =
+                self.replenishments.iter().map(|r| r.0).collect();
+            listed.sort_unstable();
+            let mut want: Vec<(Nanos, ServerId)> = (0..self.servers.len())
+                .filter(|&i| self.servers[i].throttled)
+                .map(|i| (self.servers[i].replenish_at, ServerId(i as u32)))
+                .collect();
+            want.sort_unstable();
+            debug_assert_eq!(listed, want, "stale heap of replenishments");
         }
         debug_assert!(
             self.servers
@@ -790,7 +868,7 @@ impl Scheduler {
     /// The earliest of the replenishments and every CPU's timer (`cpu_timer`): in implicit
     /// accounting from the timers kept per CPU (`Cpu::timer_at`, refreshed by each decision for
     /// the CPUs it looked at), otherwise computed afresh (a measured charge moves budgets).
-    fn compute_next_timer(&self) -> Option<Nanos> {
+    fn compute_next_timer(&mut self) -> Option<Nanos> {
         debug_assert_eq!(
             self.next_replenish,
             self.servers
@@ -801,19 +879,55 @@ impl Scheduler {
             "cached next replenishment is stale"
         );
         let mut next = self.next_replenish;
-        let kept = self.opts.accounting == Accounting::Implicit;
-        for c in 0..self.cpus.len() {
-            let t = if kept {
+        if self.opts.accounting == Accounting::Implicit {
+            #[cfg(debug_assertions)]
+            for c in 0..self.cpus.len() {
                 debug_assert_eq!(self.cpus[c].timer_at, self.cpu_timer(c), "stale CPU timer");
-                self.cpus[c].timer_at
-            } else {
-                self.cpu_timer(c)
+            }
+            let first = match self.timers_first {
+                Some(first) => first,
+                None => {
+                    let first = self.cpus.iter().filter_map(|c| c.timer_at).min();
+                    self.timers_first = Some(first);
+                    first
+                }
             };
-            if let Some(t) = t {
+            debug_assert_eq!(
+                first,
+                self.cpus.iter().filter_map(|c| c.timer_at).min(),
+                "stale earliest CPU timer"
+            );
+            if let Some(t) = first {
+                next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+            }
+            return next;
+        }
+        for c in 0..self.cpus.len() {
+            if let Some(t) = self.cpu_timer(c) {
                 next = Some(next.map_or(t, |n: Nanos| n.min(t)));
             }
         }
         next
+    }
+
+    /// Keeps the earliest CPU timer (`Scheduler::timers_first`) when a CPU's timer changes from
+    /// `old` to `new`: an earlier one replaces it; if the earliest one moves later or goes, it
+    /// is found again by a scan at the next use.
+    fn note_cpu_timer(&mut self, old: Option<Nanos>, new: Option<Nanos>) {
+        let Some(first) = self.timers_first else {
+            return;
+        };
+        if old.is_some() && old == first {
+            if new.is_none_or(|n| Some(n) > old) {
+                self.timers_first = None;
+            } else {
+                self.timers_first = Some(new);
+            }
+        } else if let Some(n) = new {
+            if first.is_none_or(|f| n < f) {
+                self.timers_first = Some(new);
+            }
+        }
     }
 
     /// When the core must look at a CPU again for what runs on it: its server's budget
@@ -827,7 +941,7 @@ impl Scheduler {
                 let rt = self.servers[s.index()].st.runtime.max(0) as u64;
                 take(self.now + rt);
                 let tk = &self.tasks[r.task.index()];
-                if self.opts.timeslice > 0
+                if self.rotation
                     && tk
                         .box_idx
                         .is_some_and(|b| self.boxes[b].policy == Policy::Fair)
@@ -1033,59 +1147,46 @@ impl Scheduler {
         // backlogged if eligible (so its tentative state is its state, whose deadline only
         // changes with a timer, which touches it). The commit (5.) has the same property plus
         // the servers this decision excludes.
-        let mut set = std::mem::take(&mut self.scratch_set);
+        #[cfg(debug_assertions)]
+        let reference = self.reference_decision(now);
+        let mut sc = self.decide_scratch.take().unwrap_or_default();
+        let DecideScratch {
+            set,
+            carried,
+            stale,
+            kept,
+            trimmed,
+            gained,
+            running: new_running,
+        } = &mut *sc;
         set.clear();
+        carried.clear();
         if self.all_touched {
             for b in 0..self.boxes.len() {
                 self.mark_box(b);
             }
             set.extend((0..self.servers.len()).map(|i| ServerId(i as u32)));
+            self.edf_keys.resize(self.servers.len(), NOT_IN_EDF);
             for s in self.servers.iter_mut() {
                 s.touched = false;
             }
         } else {
             set.append(&mut self.touched);
+            // The servers the last decision excluded and nothing touched since: each is looked
+            // at again, unless it is sure to be excluded again (`keep_exclusions`, below).
             for &s in &self.excluded_last {
                 if !self.servers[s.index()].touched {
-                    set.push(s);
+                    carried.push(s);
                 }
             }
-            for &s in &set {
+            for &s in set.iter() {
                 self.servers[s.index()].touched = false;
             }
         }
         self.touched.clear();
         self.all_touched = false;
-        let (boxes, tasks) = (&self.boxes, &self.tasks);
-        for &id in &set {
-            let s = &mut self.servers[id.index()];
-            let has_work = server_has_work(s, boxes, tasks);
-            s.has_work = has_work;
-            s.excluded = false;
-            s.eligible = has_work && !s.throttled;
-            s.tent = if s.eligible && !s.backlogged {
-                cbs_wakeup(s.st, s.params, now)
-            } else {
-                s.st
-            };
-        }
-        #[cfg(debug_assertions)]
-        for s in &self.servers {
-            let has_work = server_has_work(s, boxes, tasks);
-            debug_assert_eq!(s.has_work, has_work, "stale work of an untouched server");
-            debug_assert!(!s.excluded, "an untouched server kept an exclusion");
-            debug_assert_eq!(s.eligible, has_work && !s.throttled, "stale eligibility");
-            if s.eligible {
-                let tent = if s.backlogged {
-                    s.st
-                } else {
-                    cbs_wakeup(s.st, s.params, now)
-                };
-                debug_assert_eq!(s.tent.deadline, tent.deadline, "stale tentative deadline");
-                if !s.backlogged {
-                    debug_assert_eq!(s.tent, tent, "stale wake-up of an untouched server");
-                }
-            }
+        for &id in set.iter() {
+            self.look_at(id, now);
         }
         // Local-policy order where it changed (only in marked boxes: every change of order
         // invalidates the placement, which marks the box).
@@ -1099,9 +1200,57 @@ impl Scheduler {
             }
         }
         debug_assert!(
-            self.boxes.iter().all(|b| b.sorted),
-            "an unmarked box lost its order"
+            self.boxes.iter().all(|b| b.sorted
+                && b.ready
+                    .is_sorted_by_key(|t| key(b.policy, &self.tasks[t.index()]))),
+            "a box lost its order"
         );
+        // The CPUs of looked-at servers need a new EDF pick (`stale`, below); those of the
+        // touched servers are marked first, as `keep_exclusions` asks.
+        stale.clear();
+        for &id in set.iter() {
+            let c = self.servers[id.index()].cpu_idx;
+            if !self.cpus[c].stale {
+                self.cpus[c].stale = true;
+                stale.push(c);
+            }
+        }
+        kept.clear();
+        if !carried.is_empty() {
+            self.keep_exclusions(carried, kept, now);
+            for &id in carried.iter() {
+                self.look_at(id, now);
+                set.push(id);
+                let c = self.servers[id.index()].cpu_idx;
+                if !self.cpus[c].stale {
+                    self.cpus[c].stale = true;
+                    stale.push(c);
+                }
+            }
+        }
+        #[cfg(debug_assertions)]
+        let (boxes, tasks) = (&self.boxes, &self.tasks);
+        #[cfg(debug_assertions)]
+        for (i, s) in self.servers.iter().enumerate() {
+            let has_work = server_has_work(s, boxes, tasks);
+            debug_assert_eq!(s.has_work, has_work, "stale work of an untouched server");
+            debug_assert!(
+                !s.excluded || kept.contains(&ServerId(i as u32)),
+                "an untouched server kept an exclusion"
+            );
+            debug_assert_eq!(s.eligible, has_work && !s.throttled, "stale eligibility");
+            if s.eligible {
+                let tent = if s.backlogged {
+                    s.st
+                } else {
+                    cbs_wakeup(s.st, s.params, now)
+                };
+                debug_assert_eq!(s.tent.deadline, tent.deadline, "stale tentative deadline");
+                if !s.backlogged {
+                    debug_assert_eq!(s.tent, tent, "stale wake-up of an untouched server");
+                }
+            }
+        }
         // 2. EDF per CPU; global boxes give up winning vCPUs they cannot fill, until stable.
         // Each round trims every box against the winners of the previous round; only the CPUs
         // whose winner was trimmed need a new EDF pick (trimming removes winners only). A box's
@@ -1110,17 +1259,9 @@ impl Scheduler {
         // trimming and placement order vCPUs by their own keys).
         // Only the CPUs of looked-at servers can have a new pick; on every other CPU the last
         // decision's final winner is the pick (a CPU whose winner was trimmed has the trimmed
-        // server in `excluded_last`, so it is looked at).
-        let mut stale = std::mem::take(&mut self.scratch_stale);
-        stale.clear();
-        for &id in &set {
-            let c = self.servers[id.index()].cpu_idx;
-            if !self.cpus[c].stale {
-                self.cpus[c].stale = true;
-                stale.push(c);
-            }
-        }
-        for &c in &stale {
+        // server in `excluded_last`, so it is looked at, or kept excluded, which leaves the
+        // CPU's final winner its pick).
+        for &c in stale.iter() {
             let w = self.edf_winner(c);
             let cpu = &mut self.cpus[c];
             cpu.winner0 = w;
@@ -1133,7 +1274,6 @@ impl Scheduler {
             }
             self.redo_cpu(c);
         }
-        self.scratch_stale = stale;
         #[cfg(debug_assertions)]
         for c in 0..self.cpus.len() {
             debug_assert_eq!(self.cpus[c].winner0, self.edf_winner(c), "stale EDF winner");
@@ -1155,8 +1295,6 @@ impl Scheduler {
             have.sort_unstable();
             debug_assert_eq!(have, want, "kept won vCPUs differ from the EDF winners");
         }
-        let mut trimmed = std::mem::take(&mut self.scratch_trimmed);
-        let mut gained = std::mem::take(&mut self.scratch_boxes);
         self.excluded_last.clear();
         let mut first = true;
         loop {
@@ -1172,7 +1310,7 @@ impl Scheduler {
                     let b = self.marked[i];
                     let bx = &self.boxes[b];
                     if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
-                        self.trim_surplus(b, &mut trimmed);
+                        self.trim_surplus(b, trimmed);
                     }
                 }
                 debug_assert!(
@@ -1185,10 +1323,10 @@ impl Scheduler {
             } else {
                 gained.sort_unstable();
                 gained.dedup();
-                for &b in &gained {
+                for &b in gained.iter() {
                     let bx = &self.boxes[b];
                     if bx.placement == Placement::Global && bx.won.len() > bx.ready.len() {
-                        self.trim_surplus(b, &mut trimmed);
+                        self.trim_surplus(b, trimmed);
                     }
                 }
                 #[cfg(debug_assertions)]
@@ -1205,15 +1343,15 @@ impl Scheduler {
                 break;
             }
             gained.clear();
-            set.extend_from_slice(&trimmed);
-            self.excluded_last.extend_from_slice(&trimmed);
-            for &s in &trimmed {
+            set.extend_from_slice(trimmed);
+            self.excluded_last.extend_from_slice(trimmed);
+            for &s in trimmed.iter() {
                 if let Owner::Box(b) = self.servers[s.index()].owner {
                     self.boxes[b].won.retain(|&x| x != s);
-                    self.mark_box(b);
+                    self.invalidate_placement(b);
                 }
             }
-            for &s in &trimmed {
+            for &s in trimmed.iter() {
                 let c = self.servers[s.index()].cpu_idx;
                 debug_assert_eq!(self.cpus[c].winner, Some(s), "trimmed a non-winner");
                 let w = self.edf_winner(c);
@@ -1224,8 +1362,23 @@ impl Scheduler {
                 }
             }
         }
-        self.scratch_trimmed = trimmed;
-        self.scratch_boxes = gained;
+        // A kept exclusion stands if its CPU would have picked it (its final winner comes
+        // after it in EDF, or there is none): then it was offered to its box and refused.
+        // Otherwise the CPU never got to it, and it is an eligible server that does not run.
+        for &s in kept.iter() {
+            let srv = &self.servers[s.index()];
+            let offered = self.cpus[srv.cpu_idx].winner.is_none_or(|w| {
+                edf_key(self.servers[w.index()].tent.deadline, w) > edf_key(srv.tent.deadline, s)
+            });
+            if offered {
+                self.excluded_last.push(s);
+            } else {
+                let srv = &mut self.servers[s.index()];
+                srv.excluded = false;
+                self.edf_keys[s.index()] = srv.tent.deadline;
+                set.push(s);
+            }
+        }
         // 3. Place global members on winning vCPUs (only a marked box can need it).
         for i in 0..self.marked.len() {
             let b = self.marked[i];
@@ -1271,7 +1424,6 @@ impl Scheduler {
             // The events come out in CPU order; background placement indexes by CPU.
             redo.sort_unstable();
         }
-        let mut new_running = std::mem::take(&mut self.scratch_running);
         new_running.clear();
         let mut idle = false;
         for &c in &redo {
@@ -1287,7 +1439,7 @@ impl Scheduler {
         }
         if idle && background {
             // `redo` lists every CPU here, in CPU order.
-            self.place_background(&mut new_running);
+            self.place_background(new_running);
         }
         #[cfg(debug_assertions)]
         for c in 0..self.cpus.len() {
@@ -1315,7 +1467,7 @@ impl Scheduler {
             set.sort_unstable();
             set.dedup();
         }
-        for &id in &set {
+        for &id in set.iter() {
             let s = &mut self.servers[id.index()];
             let has_work = s.has_work;
             let active = s.eligible && !s.excluded;
@@ -1333,7 +1485,6 @@ impl Scheduler {
             }
             s.backlogged = active || (s.throttled && has_work);
         }
-        self.scratch_set = set;
         if check {
             for s in &self.servers {
                 debug_assert!(
@@ -1346,7 +1497,7 @@ impl Scheduler {
                 }
             }
         }
-        for (&c, &new) in redo.iter().zip(&new_running) {
+        for (&c, &new) in redo.iter().zip(new_running.iter()) {
             let cpu = &self.cpus[c];
             if cpu.running != new {
                 if self.opts.record_events {
@@ -1365,11 +1516,15 @@ impl Scheduler {
             }
         }
         for &c in &redo {
-            self.cpus[c].timer_at = self.cpu_timer(c);
+            let t = self.cpu_timer(c);
+            let old = std::mem::replace(&mut self.cpus[c].timer_at, t);
+            if old != t {
+                self.note_cpu_timer(old, t);
+            }
         }
         redo.clear();
         self.redo = redo;
-        self.scratch_running = new_running;
+        self.decide_scratch = Some(sc);
         #[cfg(debug_assertions)]
         for cpu in &self.cpus {
             debug_assert!(
@@ -1391,6 +1546,154 @@ impl Scheduler {
                 );
             }
         }
+        #[cfg(debug_assertions)]
+        if let Some(r) = reference {
+            self.check_like(&r);
+        }
+    }
+
+    /// Step 1 of a decision for one server: whether it has work and is eligible, and its
+    /// tentative state (the wake-up rule at `now` if it was not backlogged).
+    fn look_at(&mut self, id: ServerId, now: Nanos) {
+        let s = &mut self.servers[id.index()];
+        let has_work = server_has_work(s, &self.boxes, &self.tasks);
+        s.has_work = has_work;
+        s.excluded = false;
+        s.eligible = has_work && !s.throttled;
+        s.tent = if s.eligible && !s.backlogged {
+            cbs_wakeup(s.st, s.params, now)
+        } else {
+            s.st
+        };
+        debug_assert!(
+            s.tent.deadline != NOT_IN_EDF,
+            "a deadline at the end of time"
+        );
+        self.edf_keys[id.index()] = if s.eligible {
+            s.tent.deadline
+        } else {
+            NOT_IN_EDF
+        };
+    }
+
+    /// Moves from `carried` (servers the last decision excluded, untouched since) to `kept`
+    /// those that stay excluded without being looked at again. Trimming is a deferred
+    /// acceptance: each CPU offers itself to its servers in EDF order, and a global box with k
+    /// ready members keeps the k offers it ranks best (`trim_surplus`'s key) and refuses the
+    /// rest for good; the final winners do not depend on the order of offers and refusals. So
+    /// a server whose box has k other vCPUs that it ranks above it, each of which its CPU
+    /// offers itself to first (it won that CPU in the last decision, nothing on the CPU was
+    /// touched, and every carried server there comes after it in EDF), is refused if offered:
+    /// excluding it beforehand changes no winner. Whether it was offered at all (else it stays
+    /// eligible and not excluded) is settled after trimming. The CPUs of touched servers must be
+    /// marked `stale` before the call.
+    fn keep_exclusions(
+        &mut self,
+        carried: &mut Vec<ServerId>,
+        kept: &mut Vec<ServerId>,
+        now: Nanos,
+    ) {
+        for &s in carried.iter() {
+            let srv = &mut self.servers[s.index()];
+            debug_assert!(
+                srv.eligible && srv.excluded && !srv.backlogged,
+                "a carried exclusion of a server that was not trimmed"
+            );
+            srv.tent = cbs_wakeup(srv.st, srv.params, now);
+        }
+        for &s in carried.iter() {
+            if self.refused_if_offered(s, carried) {
+                kept.push(s);
+            }
+        }
+        if kept.is_empty() {
+            return;
+        }
+        carried.retain(|s| !kept.contains(s));
+        for &s in kept.iter() {
+            let c = self.servers[s.index()].cpu_idx;
+            let cpu = &mut self.cpus[c];
+            // Not picked again unless something else on the CPU is looked at: its pick before
+            // exclusions is its final winner.
+            if !cpu.stale {
+                cpu.winner0 = cpu.winner;
+            }
+        }
+    }
+
+    /// Whether the global box of carried server `s` has as many vCPUs as ready members that
+    /// it ranks above `s` and that their CPUs offer themselves to first (see
+    /// `keep_exclusions`).
+    fn refused_if_offered(&self, s: ServerId, carried: &[ServerId]) -> bool {
+        let srv = &self.servers[s.index()];
+        let Owner::Box(b) = srv.owner else {
+            return false;
+        };
+        let bx = &self.boxes[b];
+        let k = bx.ready.len();
+        if bx.placement != Placement::Global || k == 0 || bx.won.len() < k {
+            return false;
+        }
+        let top = &bx.ready[..k];
+        let hosts = |x: ServerId| top.iter().any(|t| self.tasks[t.index()].placed == Some(x));
+        let key_s = (!hosts(s), edf_key(srv.tent.deadline, s));
+        let mut above = 0;
+        for &v in &bx.won {
+            let sv = &self.servers[v.index()];
+            let (cv, kv) = (sv.cpu_idx, edf_key(sv.tent.deadline, v));
+            if self.cpus[cv].stale || (!hosts(v), kv) > key_s {
+                continue;
+            }
+            let first = carried.iter().all(|&x| {
+                let xs = &self.servers[x.index()];
+                xs.cpu_idx != cv || edf_key(xs.tent.deadline, x) > kv
+            });
+            if first {
+                above += 1;
+                if above == k {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Debug builds: the decision a copy of the scheduler takes looking at every server and box
+    /// afresh, to check the incremental one against (`check_like`).
+    #[cfg(debug_assertions)]
+    fn reference_decision(&self, now: Nanos) -> Option<Scheduler> {
+        if self.reference_run {
+            return None;
+        }
+        let mut r = self.clone();
+        r.reference_run = true;
+        r.all_touched = true;
+        r.decide(now);
+        Some(r)
+    }
+
+    /// Debug builds: the decision equals the reference one in everything that outlives it.
+    #[cfg(debug_assertions)]
+    fn check_like(&self, r: &Scheduler) {
+        for (a, b) in self.cpus.iter().zip(&r.cpus) {
+            debug_assert_eq!(a.running, b.running, "CPU {}: runs differently", a.id);
+            debug_assert_eq!(a.winner, b.winner, "CPU {}: another winner", a.id);
+        }
+        for (i, (a, b)) in self.servers.iter().zip(&r.servers).enumerate() {
+            debug_assert_eq!(
+                (a.st, a.backlogged, a.excluded, a.eligible),
+                (b.st, b.backlogged, b.excluded, b.eligible),
+                "server {i}: another state"
+            );
+        }
+        for (i, (a, b)) in self.tasks.iter().zip(&r.tasks).enumerate() {
+            debug_assert_eq!(a.placed, b.placed, "task {i}: placed elsewhere");
+        }
+        let mut mine = self.excluded_last.clone();
+        let mut theirs = r.excluded_last.clone();
+        mine.sort_unstable();
+        theirs.sort_unstable();
+        debug_assert_eq!(mine, theirs, "other exclusions");
     }
 
     /// Lists a CPU whose running server or hosted member may change in this decision.
@@ -1402,7 +1705,29 @@ impl Scheduler {
         }
     }
 
+    /// The CPU's EDF winner among its eligible, not excluded servers, from the compact keys
+    /// (`Scheduler::edf_keys`): one word per server instead of a walk over the server structs.
+    /// A CPU lists its servers in id order (they are created in that order), so the first of
+    /// equal deadlines is the least id, as `edf_key` orders ties.
     fn edf_winner(&self, c: usize) -> Option<ServerId> {
+        let mut best = (NOT_IN_EDF, None);
+        for &s in &self.cpus[c].servers {
+            let d = self.edf_keys[s.index()];
+            if d < best.0 {
+                best = (d, Some(s));
+            }
+        }
+        let w = best.1;
+        debug_assert_eq!(
+            w,
+            self.edf_winner_full(c),
+            "EDF winner differs from the servers'"
+        );
+        w
+    }
+
+    /// `edf_winner` from the servers themselves, to check the compact keys.
+    fn edf_winner_full(&self, c: usize) -> Option<ServerId> {
         let mut best: Option<(Nanos, ServerId)> = None;
         for &s in &self.cpus[c].servers {
             let srv = &self.servers[s.index()];
@@ -1416,20 +1741,21 @@ impl Scheduler {
         best.map(|(_, s)| s)
     }
 
-    /// Adds an EDF winner to its box's list of won vCPUs (and marks the box); returns the box.
+    /// Adds an EDF winner to its box's list of won vCPUs (its placement must be looked at
+    /// again); returns the box.
     fn note_winner(&mut self, w: Option<ServerId>) -> Option<usize> {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
                 self.boxes[b].won.push(s);
-                self.mark_box(b);
+                self.invalidate_placement(b);
                 return Some(b);
             }
         }
         None
     }
 
-    /// Removes a server that no longer wins its CPU from its box's list of won vCPUs (and
-    /// marks the box).
+    /// Removes a server that no longer wins its CPU from its box's list of won vCPUs (its
+    /// placement must be looked at again).
     fn drop_winner(&mut self, w: Option<ServerId>) {
         if let Some(s) = w {
             if let Owner::Box(b) = self.servers[s.index()].owner {
@@ -1437,7 +1763,7 @@ impl Scheduler {
                 if let Some(i) = won.iter().position(|&x| x == s) {
                     won.swap_remove(i);
                 }
-                self.mark_box(b);
+                self.invalidate_placement(b);
             }
         }
     }
@@ -1461,6 +1787,7 @@ impl Scheduler {
         keyed.sort_unstable();
         for &(_, (_, s)) in &keyed[k..] {
             self.servers[s.index()].excluded = true;
+            self.edf_keys[s.index()] = NOT_IN_EDF;
             trimmed.push(s);
         }
         self.scratch_keyed = keyed;
@@ -1484,8 +1811,6 @@ impl Scheduler {
             return;
         }
         bx.placed_valid = true;
-        bx.placed_won.clear();
-        bx.placed_won.extend_from_slice(&bx.won);
         // The members hosted by its won vCPUs may change.
         for i in 0..self.boxes[b].won.len() {
             let c = self.servers[self.boxes[b].won[i].index()].cpu_idx;
@@ -1661,12 +1986,10 @@ impl Scheduler {
 }
 
 impl Bx {
-    /// The last placement holds: no member's readiness, order or vCPU changed since, and the
-    /// box won the same vCPUs (as a set: the lists are short and hold each vCPU once).
+    /// The last placement holds: no member's readiness, order or vCPU and no won vCPU changed
+    /// since.
     fn placement_holds(&self) -> bool {
         self.placed_valid
-            && self.won.len() == self.placed_won.len()
-            && self.won.iter().all(|s| self.placed_won.contains(s))
     }
 }
 

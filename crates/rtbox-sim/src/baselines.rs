@@ -23,6 +23,8 @@ struct Common {
     seq: Vec<u64>,
     next_seq: u64,
     running: Vec<Option<(usize, Option<usize>)>>,
+    /// Per task: the CPU it runs on (as `running` says), so that finding it is no scan.
+    on_cpu: Vec<Option<usize>>,
     dirty: bool,
     events: Vec<ModelEvent>,
     record: bool,
@@ -58,6 +60,7 @@ impl Common {
             seq: vec![0; n],
             next_seq: 0,
             running: vec![None; cpu_ids_len(system)],
+            on_cpu: vec![None; n],
             dirty: true,
             events: Vec::new(),
             record,
@@ -81,9 +84,27 @@ impl Common {
     }
 
     fn prev_cpu(&self, t: usize) -> Option<usize> {
-        self.running
-            .iter()
-            .position(|r| r.is_some_and(|r| r.0 == t))
+        debug_assert_eq!(
+            self.on_cpu[t],
+            self.running
+                .iter()
+                .position(|r| r.is_some_and(|r| r.0 == t)),
+            "stale CPU of a task"
+        );
+        self.on_cpu[t]
+    }
+
+    /// Installs a new assignment (`running` and each task's `on_cpu`).
+    fn set_running(&mut self, out: Vec<Option<(usize, Option<usize>)>>) {
+        for r in self.running.iter().flatten() {
+            self.on_cpu[r.0] = None;
+        }
+        for (c, r) in out.iter().enumerate() {
+            if let Some(r) = r {
+                self.on_cpu[r.0] = Some(c);
+            }
+        }
+        self.running = out;
     }
 
     /// Gives each task of `order` (most urgent first) a free CPU it may use, keeping its current
@@ -166,7 +187,7 @@ impl Model for FpModel {
         let order: Vec<(usize, Option<usize>)> = order.into_iter().map(|t| (t, None)).collect();
         let mut out = vec![None; self.c.ncpu];
         self.c.assign(&order, &mut out, |_, _, _| Some(None));
-        self.c.running = out;
+        self.c.set_running(out);
         self.c.dirty = false;
     }
     fn next_timer(&self) -> Option<Nanos> {
@@ -333,7 +354,7 @@ impl Model for RtThrottlingModel {
                     .filter(|&s| !runtimes[s].throttled && runtimes[s].left > 0)
                     .map(Some),
             });
-        self.c.running = out;
+        self.c.set_running(out);
         self.c.dirty = false;
     }
     fn next_timer(&self) -> Option<Nanos> {
@@ -406,6 +427,16 @@ fn dl_order_key(deadline: Nanos, running: bool, enqueued: u64) -> (Nanos, bool, 
 pub struct DeadlineModel {
     c: Common,
     servers: Vec<DlServer>,
+    /// The earliest replenishment of a throttled reservation, found by `advance`'s pass over
+    /// the reservations (throttling changes only there).
+    next_replenish: Option<Nanos>,
+    /// Scratch of `advance`: (order key, reservation) of the ready ones.
+    keyed: Vec<((Nanos, bool, u64), usize)>,
+    /// A wake-up left some budget exhausted (revised wake-up rule): the next `advance` fires
+    /// timers even if no replenishment is due.
+    exhausted_hint: bool,
+    /// The tasks without a reservation (they run below all reservations), in task order.
+    background: Vec<usize>,
     server_of: Vec<Option<usize>>,
     names: Vec<String>,
 }
@@ -447,40 +478,23 @@ impl DeadlineModel {
         DeadlineModel {
             c,
             servers,
+            next_replenish: None,
+            keyed: Vec::new(),
+            exhausted_hint: false,
+            background: (0..server_of.len())
+                .filter(|&t| server_of[t].is_none())
+                .collect(),
             server_of,
             names: system.tasks.iter().map(|t| t.name.clone()).collect(),
         }
     }
 }
 
-impl Model for DeadlineModel {
-    fn wake(&mut self, now: Nanos, task: usize, _deadline: Nanos) {
-        if self.c.wake(task) {
-            if let Some(s) = self.server_of[task] {
-                let srv = &mut self.servers[s];
-                srv.enqueued = self.c.seq[task];
-                if !srv.throttled {
-                    srv.st = cbs_wakeup(srv.st, srv.params, now);
-                }
-            }
-        }
-    }
-    fn block(&mut self, _now: Nanos, task: usize) {
-        self.c.block(task);
-    }
-    fn advance(&mut self, now: Nanos) {
-        let dt = now - self.c.now;
-        if dt > 0 {
-            for r in self.c.running.iter().flatten() {
-                if let Some(s) = r.1 {
-                    let srv = &mut self.servers[s];
-                    srv.st = cbs_charge(srv.st, dt);
-                    srv.consumed += dt;
-                    debug_assert!(srv.st.runtime >= 0, "budget went negative");
-                }
-            }
-        }
-        self.c.now = now;
+impl DeadlineModel {
+    /// The reservations' timers at `now`, in id order: replenishments whose time has come, then
+    /// throttles of exhausted budgets; keeps the earliest replenishment.
+    fn fire_timers(&mut self, now: Nanos) {
+        let mut next_replenish: Option<Nanos> = None;
         for (i, srv) in self.servers.iter_mut().enumerate() {
             if srv.throttled && srv.replenish_at <= now {
                 // The replenishment timer: the server re-joins the ready ones (restarted if it
@@ -508,20 +522,79 @@ impl Model for DeadlineModel {
                     }
                 }
             }
+            if srv.throttled {
+                let r = srv.replenish_at;
+                next_replenish = Some(next_replenish.map_or(r, |n| n.min(r)));
+            }
+        }
+        self.next_replenish = next_replenish;
+        self.exhausted_hint = false;
+    }
+}
+
+impl Model for DeadlineModel {
+    fn wake(&mut self, now: Nanos, task: usize, _deadline: Nanos) {
+        if self.c.wake(task) {
+            if let Some(s) = self.server_of[task] {
+                let srv = &mut self.servers[s];
+                srv.enqueued = self.c.seq[task];
+                if !srv.throttled {
+                    srv.st = cbs_wakeup(srv.st, srv.params, now);
+                    // The revised wake-up rule can leave nothing: throttle at the next advance.
+                    if cbs_exhausted(srv.st) {
+                        self.exhausted_hint = true;
+                    }
+                }
+            }
+        }
+    }
+    fn block(&mut self, _now: Nanos, task: usize) {
+        self.c.block(task);
+    }
+    fn advance(&mut self, now: Nanos) {
+        let dt = now - self.c.now;
+        // A timer can be due only if a replenishment time has come or some budget ran out: a
+        // charged one, or one cut by a wake-up (`exhausted_hint`); then every reservation is
+        // looked at, in id order, as always.
+        let mut due = self.exhausted_hint || self.next_replenish.is_some_and(|r| r <= now);
+        if dt > 0 {
+            for r in self.c.running.iter().flatten() {
+                if let Some(s) = r.1 {
+                    let srv = &mut self.servers[s];
+                    srv.st = cbs_charge(srv.st, dt);
+                    srv.consumed += dt;
+                    debug_assert!(srv.st.runtime >= 0, "budget went negative");
+                    due |= cbs_exhausted(srv.st);
+                }
+            }
+        }
+        self.c.now = now;
+        if due {
+            self.fire_timers(now);
+        }
+        #[cfg(debug_assertions)]
+        for srv in &self.servers {
+            debug_assert!(
+                !(srv.throttled && srv.replenish_at <= now)
+                    && (srv.throttled || !cbs_exhausted(srv.st)),
+                "a reservation's timer was left unfired"
+            );
         }
         if !self.c.dirty {
             return;
         }
-        let mut dl: Vec<((Nanos, bool, u64), usize)> = self
-            .servers
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| !s.throttled && self.c.ready[s.task])
-            .map(|(i, s)| {
-                let running = self.c.prev_cpu(s.task).is_some();
-                (dl_order_key(s.st.deadline, running, s.enqueued), i)
-            })
-            .collect();
+        let mut dl = std::mem::take(&mut self.keyed);
+        dl.clear();
+        dl.extend(
+            self.servers
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.throttled && self.c.ready[s.task])
+                .map(|(i, s)| {
+                    let running = self.c.prev_cpu(s.task).is_some();
+                    (dl_order_key(s.st.deadline, running, s.enqueued), i)
+                }),
+        );
         // Only the most urgent servers can win a CPU: order the first ncpu (keys are unique,
         // so this prefix is exactly that of a full sort) and the rest only if CPUs are left
         // (affinity can leave some free); the assignment is the one of the full order.
@@ -541,14 +614,18 @@ impl Model for DeadlineModel {
         if out.iter().any(Option::is_none) {
             dl[k..].sort_unstable();
             let mut order = as_order(&dl[k..]);
-            let mut bg: Vec<usize> = (0..self.c.ready.len())
-                .filter(|&t| self.c.ready[t] && self.server_of[t].is_none())
+            let mut bg: Vec<usize> = self
+                .background
+                .iter()
+                .copied()
+                .filter(|&t| self.c.ready[t])
                 .collect();
             bg.sort_by_key(|&t| fp_key(&self.c, t));
             order.extend(bg.into_iter().map(|t| (t, None)));
             self.c.assign(&order, &mut out, |_, s, _| Some(s));
         }
-        self.c.running = out;
+        self.keyed = dl;
+        self.c.set_running(out);
         self.c.dirty = false;
     }
     fn next_timer(&self) -> Option<Nanos> {
@@ -559,10 +636,17 @@ impl Model for DeadlineModel {
                 take(self.c.now + self.servers[s].st.runtime.max(0) as Nanos);
             }
         }
-        for s in &self.servers {
-            if s.throttled {
-                take(s.replenish_at);
-            }
+        debug_assert_eq!(
+            self.next_replenish,
+            self.servers
+                .iter()
+                .filter(|s| s.throttled)
+                .map(|s| s.replenish_at)
+                .min(),
+            "stale next replenishment"
+        );
+        if let Some(r) = self.next_replenish {
+            take(r);
         }
         next
     }
@@ -615,6 +699,7 @@ mod tests {
     fn throttled_until_6(m: &mut DeadlineModel) {
         m.servers[0].throttled = true;
         m.servers[0].replenish_at = 6 * MS;
+        m.next_replenish = Some(6 * MS);
         m.servers[0].st = CbsState {
             runtime: (3 * MS) as i64,
             deadline: 12 * MS,

@@ -295,7 +295,11 @@ struct Job {
 
 struct TaskState {
     source: Source,
-    jobs: VecDeque<Job>,
+    /// The oldest pending job (the one that runs), kept out of `queued` so that the loop reads
+    /// and charges its remaining work without going through the deque.
+    head: Option<Job>,
+    /// The pending jobs behind `head`, oldest first.
+    queued: VecDeque<Job>,
     successors: Vec<usize>,
     released: u64,
     completed: u64,
@@ -305,12 +309,51 @@ struct TaskState {
     last_cpu: Option<usize>,
 }
 
+impl TaskState {
+    /// Appends a released job; returns true if it is the only pending one (the task wakes).
+    fn push_job(&mut self, job: Job) -> bool {
+        if self.head.is_none() {
+            self.head = Some(job);
+            true
+        } else {
+            self.queued.push_back(job);
+            false
+        }
+    }
+
+    /// Removes the oldest pending job; the next one (if any) becomes the head.
+    fn pop_job(&mut self) -> Option<Job> {
+        let job = self.head.take();
+        if job.is_some() {
+            self.head = self.queued.pop_front();
+        }
+        job
+    }
+
+    /// Every pending job, oldest first.
+    fn pending(&self) -> impl Iterator<Item = &Job> {
+        self.head.iter().chain(self.queued.iter())
+    }
+}
+
 /// An unfinished job at the end of the run missed its deadline if the deadline passed before
 /// the end, or is the end itself with work left: a job whose last instant of work ends exactly at
 /// its deadline (and at the end of the run) is on time.
 fn unfinished_missed(j: &Job, end: Nanos) -> bool {
     j.deadline < end || (j.deadline == end && j.left > 0)
 }
+
+/// Servers whose supply windows count while the same tasks keep them busy (`Sim::sat`).
+struct SatGroup {
+    /// Ready tasks among the group's.
+    ready: usize,
+    /// Ready tasks needed to keep every server of the group busy.
+    need: usize,
+    servers: Vec<usize>,
+}
+
+/// A CPU that runs no task, in `Sim::on_cpu`.
+const IDLE: usize = usize::MAX;
 
 /// Runs one simulation.
 pub fn simulate(system: &System, opts: &SimOptions) -> Result<SimReport, SimError> {
@@ -380,9 +423,11 @@ struct Sim<'a> {
     server_names: Vec<String>,
     server_cpus: Vec<u32>,
     supply: Vec<SupplyTracker>,
-    /// Per server: (ready members, members needed to keep it busy); per task: its servers.
-    sat: Vec<(usize, usize)>,
-    task_servers: Vec<Vec<usize>>,
+    /// Saturation groups: servers kept busy by the same tasks with the same need (all vCPUs of
+    /// a global box form one), so a readiness change counts once per group, not per server.
+    sat: Vec<SatGroup>,
+    /// Per task: the groups it counts in.
+    task_groups: Vec<Vec<usize>>,
     model_events: Vec<ModelEvent>,
     cpu_ids: Vec<u32>,
     /// The model's dispatch generation at the last `observe`.
@@ -390,6 +435,11 @@ struct Sim<'a> {
     /// Scratch of `observe`: the CPUs to look at, and what ran on each CPU before.
     changed: Vec<usize>,
     before: Vec<Option<(usize, Option<usize>)>>,
+    /// The task on each CPU (`IDLE`: none), as `running` says: the loop's passes over the
+    /// CPUs read one word per CPU.
+    on_cpu: Vec<usize>,
+    /// Scratch of the loop: the tasks whose job finished at the current instant.
+    done: Vec<usize>,
 }
 
 impl<'a> Sim<'a> {
@@ -405,7 +455,8 @@ impl<'a> Sim<'a> {
             .iter()
             .map(|t| TaskState {
                 source: Source::new(t, opts.exec_lists.get(&t.name).cloned()),
-                jobs: VecDeque::new(),
+                head: None,
+                queued: VecDeque::new(),
                 successors: Vec::new(),
                 released: 0,
                 completed: 0,
@@ -435,8 +486,8 @@ impl<'a> Sim<'a> {
         let descs = model.servers();
         // Which tasks keep each server busy (box servers: all members of a global box, needing
         // as many ready as the box has servers; otherwise the server's own task(s)).
-        let mut task_servers = vec![Vec::new(); n];
-        let mut sat = Vec::with_capacity(descs.len());
+        let mut group_of: BTreeMap<(Vec<usize>, usize), usize> = BTreeMap::new();
+        let mut sat: Vec<SatGroup> = Vec::with_capacity(descs.len());
         for (s, d) in descs.iter().enumerate() {
             let members: Vec<usize> = match (&d.box_name, opts.model) {
                 (Some(b), ModelKind::Rtbox | ModelKind::RtThrottling) => {
@@ -463,10 +514,21 @@ impl<'a> Sim<'a> {
                 }
                 _ => 1,
             };
-            for &t in &members {
-                task_servers[t].push(s);
+            let g = *group_of.entry((members, need)).or_insert_with(|| {
+                sat.push(SatGroup {
+                    ready: 0,
+                    need,
+                    servers: Vec::new(),
+                });
+                sat.len() - 1
+            });
+            sat[g].servers.push(s);
+        }
+        let mut task_groups = vec![Vec::new(); n];
+        for ((members, _), &g) in &group_of {
+            for &t in members {
+                task_groups[t].push(g);
             }
-            sat.push((0, need));
         }
         let supply = descs
             .iter()
@@ -507,12 +569,14 @@ impl<'a> Sim<'a> {
             server_cpus: descs.iter().map(|d| d.cpu).collect(),
             supply,
             sat,
-            task_servers,
+            task_groups,
             model_events: Vec::new(),
             cpu_ids,
             seen_generation: None,
             changed: Vec::with_capacity(ncpu),
             before: Vec::with_capacity(ncpu),
+            on_cpu: vec![IDLE; ncpu],
+            done: Vec::with_capacity(ncpu),
         }
     }
 
@@ -524,15 +588,15 @@ impl<'a> Sim<'a> {
         if !self.opts.supply_windows {
             return;
         }
-        for i in 0..self.task_servers[t].len() {
-            let s = self.task_servers[t][i];
-            let (count, need) = self.sat[s];
-            let before = count >= need;
-            let count = if ready { count + 1 } else { count - 1 };
-            self.sat[s].0 = count;
-            let after = count >= need;
+        for i in 0..self.task_groups[t].len() {
+            let g = &mut self.sat[self.task_groups[t][i]];
+            let before = g.ready >= g.need;
+            g.ready = if ready { g.ready + 1 } else { g.ready - 1 };
+            let after = g.ready >= g.need;
             if before != after {
-                self.supply[s].set_saturated(self.now, after);
+                for &s in &g.servers {
+                    self.supply[s].set_saturated(self.now, after);
+                }
             }
         }
     }
@@ -551,7 +615,7 @@ impl<'a> Sim<'a> {
         };
         let ts = &mut self.tasks[t];
         ts.released += 1;
-        ts.jobs.push_back(job);
+        let woke = ts.push_job(job);
         self.events += 1;
         if self.tracing() {
             let name = spec.name.clone();
@@ -559,14 +623,14 @@ impl<'a> Sim<'a> {
                 tr.releases.push((name, self.now));
             }
         }
-        if self.tasks[t].jobs.len() == 1 {
+        if woke {
             self.model.wake(self.now, t, deadline);
             self.set_ready(t, true);
         }
     }
 
     fn complete(&mut self, t: usize) {
-        let Some(job) = self.tasks[t].jobs.pop_front() else {
+        let Some(job) = self.tasks[t].pop_job() else {
             return;
         };
         self.events += 1;
@@ -597,7 +661,7 @@ impl<'a> Sim<'a> {
                 tr.misses.push((name, now));
             }
         }
-        match self.tasks[t].jobs.front() {
+        match &self.tasks[t].head {
             Some(next) => {
                 let d = next.deadline;
                 self.model.wake(now, t, d);
@@ -630,25 +694,24 @@ impl<'a> Sim<'a> {
         } else {
             cpus.extend(0..self.running.len());
         }
-        // First what runs now everywhere (the preemption check looks at every CPU), then the
-        // changes one CPU at a time.
+        // First what runs now everywhere (the preemption check looks at every CPU; `before`
+        // keeps what ran on the looked-at CPUs), then the changes one CPU at a time.
         let mut before = std::mem::take(&mut self.before);
         before.clear();
-        before.extend_from_slice(&self.running);
         for &c in &cpus {
-            self.running[c] = self.model.running(c);
+            let new = self.model.running(c);
+            let old = std::mem::replace(&mut self.running[c], new);
+            before.push(old);
+            self.on_cpu[c] = new.map_or(IDLE, |r| r.0);
         }
-        for &c in &cpus {
+        for (&c, &old) in cpus.iter().zip(&before) {
             let new = self.running[c];
-            let old = before[c];
             if new == old {
                 continue;
             }
             self.events += 1;
             if let Some((t, s)) = old {
-                if !self.tasks[t].jobs.is_empty()
-                    && !self.running.iter().any(|r| r.is_some_and(|r| r.0 == t))
-                {
+                if self.tasks[t].head.is_some() && !self.on_cpu.contains(&t) {
                     self.preemptions[c] += 1;
                 }
                 self.close_segment(c, t, s);
@@ -714,24 +777,15 @@ impl<'a> Sim<'a> {
             if let Some(tm) = timer {
                 next = next.min(tm);
             }
-            for c in 0..self.running.len() {
-                if let Some((t, _)) = self.running[c] {
-                    if let Some(j) = self.tasks[t].jobs.front() {
+            for &t in &self.on_cpu {
+                if t != IDLE {
+                    if let Some(j) = &self.tasks[t].head {
                         next = next.min(self.now + j.left);
                     }
                 }
             }
-            // Execute up to `next`.
-            let dt = next - self.now;
-            for c in 0..self.running.len() {
-                if let Some((t, _)) = self.running[c] {
-                    if let Some(j) = self.tasks[t].jobs.front_mut() {
-                        j.left -= dt;
-                    }
-                    self.tasks[t].executed += dt;
-                    self.cpu_busy[c] += dt;
-                }
-            }
+            let mut done = std::mem::take(&mut self.done);
+            self.execute(next - self.now, &mut done);
             self.now = next;
             if timer == Some(next) {
                 self.events += 1;
@@ -741,13 +795,12 @@ impl<'a> Sim<'a> {
                 break;
             }
             self.model.update(next);
-            for c in 0..self.running.len() {
-                if let Some((t, _)) = self.running[c] {
-                    if self.tasks[t].jobs.front().is_some_and(|j| j.left == 0) {
-                        self.complete(t);
-                    }
-                }
+            // Completing a job only adds jobs behind the head of other tasks (successors), so
+            // the jobs found finished while executing are those finished now, in CPU order.
+            for &t in &done {
+                self.complete(t);
             }
+            self.done = done;
             self.release_due();
             self.model.advance(next);
             self.collect_model_events();
@@ -755,6 +808,27 @@ impl<'a> Sim<'a> {
         }
         self.collect_model_events();
         self.finish()
+    }
+
+    /// Runs every busy CPU's task for `dt` and appends the tasks whose head job is then done
+    /// (in CPU order): one pass over the busy CPUs instead of one to execute and one to look
+    /// for completions.
+    fn execute(&mut self, dt: Nanos, done: &mut Vec<usize>) {
+        done.clear();
+        for (c, &t) in self.on_cpu.iter().enumerate() {
+            if t == IDLE {
+                continue;
+            }
+            let ts = &mut self.tasks[t];
+            if let Some(j) = ts.head.as_mut() {
+                j.left -= dt;
+                if j.left == 0 {
+                    done.push(t);
+                }
+            }
+            ts.executed += dt;
+            self.cpu_busy[c] += dt;
+        }
     }
 
     fn release_due(&mut self) {
@@ -809,14 +883,13 @@ impl<'a> Sim<'a> {
         // Unfinished jobs past their deadline are misses.
         for t in 0..self.tasks.len() {
             let late: Vec<Job> = self.tasks[t]
-                .jobs
-                .iter()
+                .pending()
                 .filter(|j| unfinished_missed(j, end))
                 .copied()
                 .collect();
             self.tasks[t].misses += late.len() as u64;
             if let Some(jobs) = self.jobs.as_mut() {
-                for j in self.tasks[t].jobs.iter() {
+                for j in self.tasks[t].pending() {
                     jobs.push(JobRecord {
                         task: self.system.tasks[t].name.clone(),
                         seq: j.seq,

@@ -181,15 +181,23 @@ impl SupplyTracker {
     }
 
     /// Appends a breakpoint at `now` (the supply has grown linearly since the previous one) and
-    /// evaluates the windows it completes.
+    /// evaluates the windows it completes. Outside a saturated interval only the supply is
+    /// brought up to date: that short path is inlined into the callers, the window evaluation
+    /// is not.
+    #[inline]
     fn push(&mut self, now: Nanos) {
         if self.running {
             self.supply += now - self.since;
         }
         self.since = now;
-        if !self.saturated {
-            return;
+        if self.saturated {
+            self.push_saturated(now);
         }
+    }
+
+    /// The part of [`SupplyTracker::push`] inside a saturated interval.
+    #[inline(never)]
+    fn push_saturated(&mut self, now: Nanos) {
         if self.points.back().is_some_and(|p| p.0 == now) {
             self.points.pop_back();
         }

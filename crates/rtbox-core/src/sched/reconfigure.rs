@@ -65,6 +65,12 @@ impl Scheduler {
             .collect();
         self.carry_tasks(&mut next, &server_map);
         self.carry_running(&mut next, &server_map);
+        // What runs is recomputed on every CPU at the first decision: a CPU may still show what
+        // ran under the old boxes (a reclaim member running uncharged, say) that no pick of
+        // that decision would replace.
+        for c in 0..next.cpus.len() {
+            next.redo_cpu(c);
+        }
         next.now = now;
         next.seq = self.seq;
         // What runs may have changed: a driver comparing generations must look again.
