@@ -5,7 +5,7 @@
 # member processes. Prints markdown tables. Root; holds the machine-wide realtime lock per run.
 # Last, K boxes of 500 us / 50 ms on CPUs 0-1 with one sleeping member each, one busy member in
 # the first.
-# usage: experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")] [BOXES (default "1 10 50")]
+# usage: [RTBOX_BIN=PATH] experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")] [BOXES (default "1 10 50")]
 #        ROWS="3 4" runs only those rows of the first table (1-4; default all); "-" skips a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +18,12 @@ BOXES=${4:-1 10 50}
 [ "$BOXES" = - ] && BOXES=""
 [ "${ROWS:-}" = - ] && ROWS=0
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
-cargo build --release -q -p rtbox-cli
-RTBOX=$PWD/target/release/rtbox
+# RTBOX_BIN: another build of rtbox to measure (an A/B against an older commit); default the
+# release build of this tree.
+if [ -n "${RTBOX_BIN:-}" ]; then RTBOX=$RTBOX_BIN; else
+  cargo build --release -q -p rtbox-cli
+  RTBOX=$PWD/target/release/rtbox
+fi
 DIR=$(mktemp -d /tmp/rtbox-daemon-cpu.XXXXXX)
 SOCK=$DIR/rtbox.sock
 trap 'rm -rf "$DIR"' EXIT

@@ -18,7 +18,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -135,9 +135,6 @@ struct Shared {
     /// CLOCK_MONOTONIC the plans count from: a pending stop moves by the time from then to
     /// its members' thaw.
     planned_at: u64,
-    /// Pending stops left for [`Backstop::sleep_until`]: their members were thawed on the
-    /// loop's own CPU, where they run only once the loop sleeps.
-    deferred: bool,
     /// Members frozen by a backstop thread since the loop last looked.
     report: Vec<i32>,
     /// Times a backstop thread stopped members.
@@ -176,7 +173,7 @@ impl Locked<'_> {
         for stop in g.plans.iter_mut().flatten().filter(|s| s.pending) {
             let all = stop.members.iter().all(|h| tids.contains(&h.tid));
             if all && Some(stop.home) == here {
-                g.deferred = true;
+                self.owner.deferred.store(true, Ordering::Relaxed);
                 stop.deferred = true;
                 continue;
             }
@@ -213,6 +210,11 @@ pub struct Backstop {
     timers: Vec<Arc<TimerFd>>,
     /// How long the loop's last kicks of other CPUs took, ns (see `settle_deferred`).
     kick_ns: AtomicU64,
+    /// Pending stops are left for [`Backstop::sleep_until`]: their members were thawed on the
+    /// loop's own CPU, where they run only once the loop sleeps. Outside the lock, so that a
+    /// sleep with nothing to settle does not take it (a backstop thread holding it made the
+    /// loop block on it, measured with the perf sensor at 1 ms periods).
+    deferred: AtomicBool,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -232,7 +234,6 @@ impl Backstop {
         let shared = Arc::new(PiMutex::new(Shared {
             plans: vec![Vec::new(); cpus.len()],
             planned_at: 0,
-            deferred: false,
             armed: vec![0; cpus.len()],
             ..Shared::default()
         }));
@@ -243,6 +244,7 @@ impl Backstop {
             kicks: Vec::new(),
             timers: Vec::new(),
             kick_ns: AtomicU64::new(0),
+            deferred: AtomicBool::new(false),
             threads: Vec::new(),
         };
         for _ in cpus {
@@ -295,7 +297,7 @@ impl Backstop {
             }
         }
         g.planned_at = base;
-        g.deferred = false;
+        self.deferred.store(false, Ordering::Relaxed);
         self.arm_plans(&mut g);
         report
     }
@@ -383,10 +385,11 @@ impl Backstop {
     /// to wait for the lock, a system call more on each side), so the kicks' own time, which
     /// delays the loop's sleep too, is counted with the length of the last ones.
     fn settle_deferred(&self) {
-        let mut g = lock(&self.shared);
-        if !std::mem::take(&mut g.deferred) {
+        // Set and cleared by the loop thread itself (this one), under the lock or not.
+        if !self.deferred.swap(false, Ordering::Relaxed) {
             return;
         }
+        let mut g = lock(&self.shared);
         let here = sched::current_cpu();
         for stop in g.plans.iter_mut().flatten() {
             stop.pending = false;

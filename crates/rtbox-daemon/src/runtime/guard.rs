@@ -196,7 +196,8 @@ impl Guard {
                         home: p.home,
                         slack: if owned { 0 } else { backstop::SLACK },
                         budget: p.budget,
-                        pending: !p.members.is_empty()
+                        pending: owned
+                            && !p.members.is_empty()
                             && p.members.iter().all(|h| thawing.contains(&h.tid)),
                         deferred: false,
                         members: p.members,
