@@ -855,16 +855,14 @@ impl Runtime {
             })
             .collect();
         let lazy = self.sensor.is_some();
-        // A member asleep by the sensor and placed once keeps its state, its server and its
-        // rank (see below): it is left out of the decision altogether, so that sleeping
-        // members cost a step nothing beyond their charge (with 500 of them the decision was
-        // ~27 % of the loop's CPU, `perf record`). Its box's ranks are those of the members
-        // that may run; it is ranked again when it wakes.
+        // Every member is decided on, asleep or not: a sleeping member left out of its box's
+        // local ranks let the members below it take its priority, so that on waking it queued
+        // behind them at the same SCHED_FIFO priority until the next step (measured: seed
+        // 002's tau1 missed 27-61 of 500 jobs).
         let views: Vec<bands::MemberView<'_>> = self
             .members
             .by_tid
             .iter()
-            .filter(|(_, m)| !(lazy && m.placed_asleep()))
             .map(|(tid, m)| bands::MemberView {
                 tid: *tid,
                 box_name: &m.box_name,
@@ -891,14 +889,16 @@ impl Runtime {
             m.charge_to = d.charge_to;
             m.last_server = d.last_server;
             if let Some(want) = d.want {
-                // With the BPF sensor a blocked member that was placed once is not decided on
-                // (`Member::placed_asleep`, filtered above): no freeze, no new band or CPU. It
-                // cannot run, and when it wakes the loop carries out its state at its next
-                // step (at once when it is its server's first runnable member, or its server
-                // is throttled: the sensor wakes the loop). Re-ranking, freezing and thawing
-                // every sleeping member at every throttle and replenishment cost ~8 us per
-                // member per step.
-                if m.applied.as_ref() != Some(&want) {
+                // With the BPF sensor a blocked member that was placed once is left as it is
+                // (`Member::placed_asleep`: no freeze, no new band or CPU): it cannot run, and
+                // when it wakes the loop carries out its state at its next step (at once when
+                // it is its server's first runnable member, or its server is throttled: the
+                // sensor wakes the loop). Re-ranking, freezing and thawing every sleeping
+                // member at every throttle and replenishment cost ~8 us per member per step.
+                // A member whose drift the scan found (`correct_drift` leaves it without
+                // CPUs) is put back, asleep or not.
+                let sleeping = lazy && m.placed_asleep();
+                if !sleeping && m.applied.as_ref() != Some(&want) {
                     let was_frozen = m.frozen();
                     changes.push((d.tid, m.applied.replace(want)));
                     if !m.frozen() {
