@@ -16,7 +16,7 @@
 # thread CPU time; rt-app 1.0's calibrated loops ran 15-47 % longer than asked here, so its
 # tau2 (140 ms of 270 ms, 21 ms of margin by the analysis) missed on both sides with or without
 # background); the background stays rt-app.
-# usage: [SENSOR=auto] [WORKLOAD=rtapp|load] [DAEMON_ARGS="--loop-step-us 0"] experiments/seed002.sh [SECS=60] [SIDES="throttling rtbox"] [BACKGROUND="no with"]
+# usage: [SENSOR=auto] [WORKLOAD=rtapp|load] [RTBOX_BIN=PATH] [DAEMON_ARGS="--loop-step-us 0"] experiments/seed002.sh [SECS=60] [SIDES="throttling rtbox"] [BACKGROUND="no with"]
 # With default admission the daemon refuses the configuration while the loop is counted at
 # 100 us per step (docs/benchmarks-runtime.md); DAEMON_ARGS="--loop-step-us 0" runs it anyway.
 set -euo pipefail
@@ -32,8 +32,11 @@ SENSOR=${SENSOR:-auto}
 WORKLOAD=${WORKLOAD:-rtapp}
 CONFIG=examples/bdm-validation.toml
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
-cargo build --release -q -p rtbox-cli
-RTBOX=$PWD/target/release/rtbox
+# RTBOX_BIN: another build of rtbox to run (an A/B against an older commit).
+if [ -n "${RTBOX_BIN:-}" ]; then RTBOX=$RTBOX_BIN; else
+  cargo build --release -q -p rtbox-cli
+  RTBOX=$PWD/target/release/rtbox
+fi
 DIR=$(mktemp -d /tmp/rtbox-seed002.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 
