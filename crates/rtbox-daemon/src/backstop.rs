@@ -89,9 +89,6 @@ pub struct Stop {
     /// spent anything like their budget, re-armed, and woke again (and the copy on the other
     /// CPU with it): two extra wake-ups per CPU and period, measured with `perf sched` (issue 14).
     pub pending: bool,
-    /// Left pending by [`Locked::thawed`] for the loop's sleep ([`Backstop::sleep_until`]);
-    /// false when planned.
-    pub deferred: bool,
 }
 
 impl Stop {
@@ -174,7 +171,6 @@ impl Locked<'_> {
             let all = stop.members.iter().all(|h| tids.contains(&h.tid));
             if all && Some(stop.home) == here {
                 self.owner.deferred.store(true, Ordering::Relaxed);
-                stop.deferred = true;
                 continue;
             }
             stop.pending = false;
@@ -391,8 +387,13 @@ impl Backstop {
         }
         let mut g = lock(&self.shared);
         let here = sched::current_cpu();
-        for stop in g.plans.iter_mut().flatten() {
-            stop.pending = false;
+        // `thawed` left pending only the stops it deferred to here.
+        let mut deferred = Vec::new();
+        for (i, plan) in g.plans.iter_mut().enumerate() {
+            for (k, stop) in plan.iter_mut().enumerate().filter(|(_, s)| s.pending) {
+                stop.pending = false;
+                deferred.push((i, k));
+            }
         }
         let kicks = self.kicks_needed(&g, here);
         let kick_ns = if kicks.is_empty() {
@@ -401,11 +402,8 @@ impl Backstop {
             self.kick_ns.load(Ordering::Relaxed)
         };
         let shift = (rtbox_linux::monotonic_ns() + kick_ns).saturating_sub(g.planned_at);
-        // Only the stops left pending by `thawed` are still unmoved: every other one was
-        // watched from the thaw (`Stop::pending` cleared there).
-        for stop in g.plans.iter_mut().flatten().filter(|s| s.deferred) {
-            stop.deferred = false;
-            stop.at += shift;
+        for (i, k) in deferred {
+            g.plans[i][k].at += shift;
         }
         self.arm_here(&mut g, here);
         drop(g);
@@ -530,21 +528,29 @@ impl Drop for Backstop {
 mod tests {
     use super::*;
 
+    /// The calling thread's perf task clock, standing in for a member's; `None` (with the
+    /// reason printed) without root, which the SCHED_FIFO backstop threads need, or perf.
+    fn root_and_clock() -> Option<MemberClock> {
+        if !rtbox_linux::is_root() {
+            eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
+            return None;
+        }
+        match TaskClock::open(sched::gettid()) {
+            Ok(c) => Some(MemberClock::Perf(Arc::new(c))),
+            Err(e) => {
+                eprintln!("skipping: perf task clock unavailable here ({e})");
+                None
+            }
+        }
+    }
+
     /// Issue 5: with the loop silent, a planned exhaustion is enforced by the backstop within
     /// the slack and reported once; a server whose members did not spend their budget (they
     /// were preempted) is not stopped; a withdrawn plan never fires.
     #[test]
     fn a_spent_budget_is_stopped_and_reported_an_unspent_one_is_not() {
-        if !rtbox_linux::is_root() {
-            eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
+        let Some(clock) = root_and_clock() else {
             return;
-        }
-        let clock = match TaskClock::open(sched::gettid()) {
-            Ok(c) => MemberClock::Perf(Arc::new(c)),
-            Err(e) => {
-                eprintln!("skipping: perf task clock unavailable here ({e})");
-                return;
-            }
         };
         let mut b = Backstop::start(&[0]).expect("backstop");
         // A stand-in for a member's cgroup.freeze: a plain file records what was written.
@@ -564,7 +570,6 @@ mod tests {
             }],
             home: 0,
             pending: false,
-            deferred: false,
         };
         // Spent: this thread sleeps, so its clock barely moves; a budget of 0 is spent.
         assert!(b.publish(vec![(0, vec![stop(0)])]).is_empty());
@@ -602,18 +607,10 @@ mod tests {
     /// from another CPU reaches the thread (its timer is armed from its own CPU).
     #[test]
     fn every_due_stop_is_checked_and_a_plan_from_another_cpu_arms_the_timer() {
-        if !rtbox_linux::is_root() {
-            eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
+        let Some(clock) = root_and_clock() else {
             return;
-        }
-        let me = sched::gettid();
-        let clock = match TaskClock::open(me) {
-            Ok(c) => MemberClock::Perf(Arc::new(c)),
-            Err(e) => {
-                eprintln!("skipping: perf task clock unavailable here ({e})");
-                return;
-            }
         };
+        let me = sched::gettid();
         let orig = sched::get_affinity(me).expect("affinity");
         let mut b = Backstop::start(&[0]).expect("backstop");
         // Publish from CPU 1 where there is one: the kick path.
@@ -641,7 +638,6 @@ mod tests {
             }],
             home: 0,
             pending: false,
-            deferred: false,
         };
         // First in plan order: 1 s left, not spent. Behind it: nothing left.
         let plan = vec![stop(1, &files[0].1, 1_000_000_000), stop(2, &files[1].1, 0)];
@@ -670,16 +666,8 @@ mod tests {
     /// sleeps ([`Locked::thawed`], [`Backstop::sleep_until`]).
     #[test]
     fn a_pending_stop_waits_for_the_thaw_and_on_the_loops_cpu_for_its_sleep() {
-        if !rtbox_linux::is_root() {
-            eprintln!("skipping: needs root (SCHED_FIFO backstop threads)");
+        let Some(clock) = root_and_clock() else {
             return;
-        }
-        let clock = match TaskClock::open(sched::gettid()) {
-            Ok(c) => MemberClock::Perf(Arc::new(c)),
-            Err(e) => {
-                eprintln!("skipping: perf task clock unavailable here ({e})");
-                return;
-            }
         };
         let me = sched::gettid();
         let orig = sched::get_affinity(me).expect("affinity");
@@ -707,7 +695,6 @@ mod tests {
             }],
             home,
             pending: true,
-            deferred: false,
         };
         let frozen = || std::fs::read(&path).unwrap() == b"1";
         let pause = || std::thread::sleep(std::time::Duration::from_millis(20));

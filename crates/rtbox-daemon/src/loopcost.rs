@@ -44,6 +44,13 @@ impl LoopUsage {
     /// When a window closes with a step cost above `admitted` (ns; 0: nothing admitted, no
     /// check), returns the warning to log; it is given once, and again only after a window
     /// back at or below the admitted cost.
+    /// Brings `cpu_ns` up to the loop thread's CPU clock reading `cpu` (status, metrics).
+    pub fn refresh(&mut self, cpu: u64) {
+        if let Some(first) = self.first_cpu {
+            self.cpu_ns = cpu.saturating_sub(first);
+        }
+    }
+
     pub fn step(&mut self, now: Nanos, cpu: u64, admitted: Nanos) -> Option<String> {
         self.step_with(now, admitted, || cpu)
     }
@@ -97,15 +104,6 @@ impl LoopUsage {
                 per_step.div_ceil(1000),
             )
         })
-    }
-}
-
-impl LoopUsage {
-    /// Brings `cpu_ns` up to the loop thread's CPU clock reading `cpu` (status, metrics).
-    pub fn refresh(&mut self, cpu: u64) {
-        if let Some(first) = self.first_cpu {
-            self.cpu_ns = cpu.saturating_sub(first);
-        }
     }
 }
 

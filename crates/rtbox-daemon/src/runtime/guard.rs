@@ -199,7 +199,6 @@ impl Guard {
                         pending: owned
                             && !p.members.is_empty()
                             && p.members.iter().all(|h| thawing.contains(&h.tid)),
-                        deferred: false,
                         members: p.members,
                     })
                     .collect();
