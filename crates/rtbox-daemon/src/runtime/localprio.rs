@@ -53,10 +53,23 @@ pub fn changed_by_member(current: &SchedAttr, applied: &SchedAttr, local: u32) -
 /// differ from what rtbox last set: then it (or its program) changed them, and the step puts it
 /// back (re-ranked) at once. Measured: rt-app's threads set their FIFO priority right after
 /// they start; found only by the 4 ms scan, they ran that long at their own priority, above or
-/// below the box's band. Unknown either way (no decision yet, short read): no change.
-pub fn own_change(own: Option<(u32, u32)>, applied: Option<&Applied>) -> bool {
+/// below the box's band.
+///
+/// Not placed yet (`applied` is `None`): a change is a local priority other than `local`, the
+/// one its join recorded. A new thread is recorded when its fork is seen and placed only after
+/// its stop group is made (a cgroup move, 13-64 ms under load), and it usually sets its own
+/// priority in between; the first placement then wrote the band priority of the old rank over
+/// it and the change was lost for good (issue 20: the fidelity experiment's set 54, whose
+/// top-priority task ran at rank 0 and waited behind every lower one for the whole run).
+/// Unknown (short read): no change.
+pub fn own_change(own: Option<(u32, u32)>, applied: Option<&Applied>, local: u32) -> bool {
     match (own, applied) {
         (Some((policy, prio)), Some(a)) => policy != a.attr.policy || prio != a.attr.priority,
+        (Some((policy, prio)), None) => {
+            let rt =
+                policy == rtbox_linux::sched::SCHED_FIFO || policy == rtbox_linux::sched::SCHED_RR;
+            (if rt { prio } else { 0 }) != local
+        }
         _ => false,
     }
 }
@@ -93,11 +106,26 @@ mod tests {
             cpus: vec![0],
             frozen: false,
         };
-        assert!(!own_change(Some((1, 62)), Some(&a)));
-        assert!(own_change(Some((1, 50)), Some(&a)), "rt-app set FIFO 50");
-        assert!(own_change(Some((0, 0)), Some(&a)), "back to normal");
-        assert!(!own_change(None, Some(&a)));
-        assert!(!own_change(Some((1, 50)), None), "not placed yet");
+        assert!(!own_change(Some((1, 62)), Some(&a), 0));
+        assert!(own_change(Some((1, 50)), Some(&a), 0), "rt-app set FIFO 50");
+        assert!(own_change(Some((0, 0)), Some(&a), 0), "back to normal");
+        assert!(!own_change(None, Some(&a), 0));
+    }
+
+    /// Issue 20: a thread that sets its priority between its join and its first placement.
+    #[test]
+    fn an_unplaced_member_changes_when_its_rank_differs_from_its_join() {
+        assert!(
+            own_change(Some((1, 5)), None, 0),
+            "set FIFO 5 before placement"
+        );
+        assert!(
+            !own_change(Some((1, 5)), None, 5),
+            "joined at FIFO 5 already"
+        );
+        assert!(!own_change(Some((0, 0)), None, 0), "still a normal thread");
+        assert!(own_change(Some((0, 0)), None, 7), "went back to normal");
+        assert!(!own_change(None, None, 5), "unknown");
     }
 
     #[test]

@@ -112,6 +112,17 @@ impl Member {
                 .is_some_and(|a| !a.frozen && !a.cpus.is_empty())
     }
 
+    /// Its new local priority `p` (it set its own): the core ranks its task by it, and a ready
+    /// member's EDF key follows at once.
+    fn rerank(&mut self, sched: &mut Scheduler, now: Nanos, p: u32) {
+        if sched.set_priority(now, self.task, p).is_ok() {
+            self.local_prio = p;
+            if self.ready {
+                let _ = sched.wake(now, self.task, localprio::native_edf_key(p));
+            }
+        }
+    }
+
     /// Frozen while it wanted to run: a frozen thread reads as sleeping but counts as ready,
     /// unless the loop froze it asleep ([`Member::frozen_asleep`]).
     pub fn frozen_ready(&self) -> bool {
@@ -634,7 +645,8 @@ impl Members {
                 m.paired_frozen = false;
             }
             let ready = m.runnable(*tid, now);
-            self.own_change |= localprio::own_change(m.own_policy, m.applied.as_ref());
+            self.own_change |=
+                localprio::own_change(m.own_policy, m.applied.as_ref(), m.local_prio);
             if ready != m.ready {
                 m.ready = ready;
                 let _ = if ready {
@@ -891,7 +903,24 @@ impl Members {
     pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
         let mut drifted = false;
         for (tid, m) in self.by_tid.iter_mut() {
-            if let Some(a) = &m.applied {
+            if m.applied.is_none() {
+                // Not placed yet: a priority it set after its join is its rank before its
+                // first placement writes the band over it (`localprio::own_change`).
+                let own = sched::get_attr(*tid)
+                    .ok()
+                    .map(|x| localprio::local_priority(&x))
+                    .filter(|p| *p != m.local_prio);
+                if let Some(p) = own {
+                    tracing::debug!(
+                        tid,
+                        local_prio = p,
+                        "member set its own priority before its placement; ranked"
+                    );
+                    m.rerank(sched, now, p);
+                }
+                continue;
+            }
+            if let Some(a) = m.applied.clone() {
                 let current = sched::get_attr(*tid).ok();
                 if let Some(p) = current
                     .as_ref()
@@ -902,13 +931,7 @@ impl Members {
                         local_prio = p,
                         "member set its own priority; re-ranked"
                     );
-                    if sched.set_priority(now, m.task, p).is_ok() {
-                        m.local_prio = p;
-                        if m.ready {
-                            // A ready member's EDF key follows its new rank at once.
-                            let _ = sched.wake(now, m.task, localprio::native_edf_key(p));
-                        }
-                    }
+                    m.rerank(sched, now, p);
                 }
                 let attr_ok = current
                     .as_ref()
@@ -1048,6 +1071,38 @@ mod tests {
         assert!(m.by_tid.is_empty() && m.attachments.is_empty());
         assert_eq!(sched.task_count(), 0, "no task registered");
         assert!(!m.unplaced);
+    }
+
+    /// Issue 20: a new thread that sets its own priority after its join but before its first
+    /// placement (rt-app and `rtbox load` threads do, while the daemon is still making the
+    /// thread's stop group) is ranked by that priority; before, the placement wrote the band
+    /// of its old rank over it and it stayed at rank 0 for good.
+    #[test]
+    fn a_priority_set_before_the_first_placement_is_the_members_rank() {
+        if !rtbox_linux::is_root() {
+            eprintln!("skipped: setting SCHED_FIFO needs root");
+            return;
+        }
+        let (mut m, mut sched) = table();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tid_tx.send(sched::gettid()).unwrap();
+            let _ = end_rx.recv();
+        });
+        let tid = tid_rx.recv().unwrap();
+        assert_eq!(m.add_threads(&mut sched, "A", &[tid]), 1);
+        assert_eq!(m.by_tid[&tid].local_prio, 0, "joined as a normal thread");
+        // Its own change, between the join and the first placement.
+        sched::set_attr(tid, &SchedAttr::fifo(7)).unwrap();
+        m.charge(&mut sched, 1_000);
+        assert!(m.own_change, "the step's stat read sees the change");
+        m.correct_drift(&mut sched, 1_000);
+        assert_eq!(m.by_tid[&tid].local_prio, 7, "ranked by its own priority");
+        assert!(m.by_tid[&tid].applied.is_none(), "still to be placed");
+        m.release(&mut sched, 2_000, tid);
+        end_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     #[test]

@@ -672,11 +672,13 @@ impl Runtime {
         self.members.take_events(&mut self.sched, &self.system, now);
         if let Some(s) = &self.sensor {
             if sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now) {
-                self.watch_until = now + forkwait::WATCH;
+                // From after the joins: a new member's stop-group move can take tens of ms.
+                self.watch_until = self.now() + forkwait::WATCH;
             }
             // New members may set their own priority right after they start (rt-app does):
-            // without stat reads, their policy is looked at by every step of the watch.
-            if now < self.watch_until {
+            // without stat reads, their policy is looked at by every step of the watch, and
+            // before the first placement of members a scan added (`own_change`).
+            if now < self.watch_until || self.members.unplaced {
                 self.members.correct_drift(&mut self.sched, now);
             }
         }
