@@ -71,6 +71,9 @@ pub struct Member {
     stat: Option<procfs::StatFile>,
     /// Its own (policy, RT priority) as the last stat read showed them.
     pub own_policy: Option<(u32, u32)>,
+    /// A local priority it set itself just before its first placement wrote the band over
+    /// it (seen by the read right before that write): the next step ranks it so.
+    pending_rank: Option<u32>,
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     pub freeze: Option<Arc<std::fs::File>>,
     pub snapshot: ThreadSnapshot,
@@ -459,6 +462,7 @@ impl Members {
                     ready: false,
                     stat: procfs::StatFile::open(tid).ok(),
                     own_policy: None,
+                    pending_rank: None,
                     freeze: None,
                     snapshot: s,
                 },
@@ -688,6 +692,20 @@ impl Members {
             let Some(want) = m.applied.clone() else {
                 continue;
             };
+            if prev.is_none() && !want.frozen {
+                // The first placement writes the band over the thread's own priority: a
+                // priority it set since the step's read is looked at right before
+                // (`localprio::own_change`; the gap left is two system calls).
+                let own = sched::get_attr(tid)
+                    .ok()
+                    .map(|x| localprio::local_priority(&x))
+                    .filter(|p| *p != m.local_prio);
+                if own.is_some() {
+                    m.pending_rank = own;
+                    self.own_change = true;
+                    self.unplaced = true;
+                }
+            }
             let freeze_dir = self.stops.dir(&self.layout, tid);
             if want.frozen {
                 if let Some(c) = &m.clock {
@@ -903,6 +921,14 @@ impl Members {
     pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
         let mut drifted = false;
         for (tid, m) in self.by_tid.iter_mut() {
+            if let Some(p) = m.pending_rank.take() {
+                tracing::debug!(
+                    tid,
+                    local_prio = p,
+                    "member set its own priority at its placement; ranked"
+                );
+                m.rerank(sched, now, p);
+            }
             if m.applied.is_none() {
                 // Not placed yet: a priority it set after its join is its rank before its
                 // first placement writes the band over it (`localprio::own_change`).
@@ -1100,6 +1126,25 @@ mod tests {
         m.correct_drift(&mut sched, 1_000);
         assert_eq!(m.by_tid[&tid].local_prio, 7, "ranked by its own priority");
         assert!(m.by_tid[&tid].applied.is_none(), "still to be placed");
+
+        // Again, after the step's read and before the placement's write.
+        sched::set_attr(tid, &SchedAttr::fifo(9)).unwrap();
+        m.own_change = false;
+        m.unplaced = false;
+        m.by_tid.get_mut(&tid).unwrap().applied = Some(Applied {
+            attr: SchedAttr::fifo(60),
+            cpus: Vec::new(),
+            frozen: false,
+        });
+        let (thaws, gone) = m.execute(vec![(tid, None)]);
+        assert!(thaws.is_empty() && gone.is_empty());
+        assert_eq!(sched::get_attr(tid).unwrap().priority, 60, "placed");
+        assert!(m.own_change && m.unplaced, "the next step comes at once");
+        m.correct_drift(&mut sched, 1_500);
+        assert_eq!(
+            m.by_tid[&tid].local_prio, 9,
+            "ranked by the priority it set"
+        );
         m.release(&mut sched, 2_000, tid);
         end_tx.send(()).unwrap();
         t.join().unwrap();
