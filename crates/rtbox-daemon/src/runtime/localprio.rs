@@ -55,23 +55,25 @@ pub fn changed_by_member(current: &SchedAttr, applied: &SchedAttr, local: u32) -
 /// they start; found only by the 4 ms scan, they ran that long at their own priority, above or
 /// below the box's band.
 ///
-/// Not placed yet (`applied` is `None`): a change is a local priority other than `local`, the
-/// one its join recorded. A new thread is recorded when its fork is seen and placed only after
-/// its stop group is made (a cgroup move, 13-64 ms under load), and it usually sets its own
-/// priority in between; the first placement then wrote the band priority of the old rank over
-/// it and the change was lost for good (issue 20: the fidelity experiment's set 54, whose
-/// top-priority task ran at rank 0 and waited behind every lower one for the whole run).
-/// Unknown (short read): no change.
-pub fn own_change(own: Option<(u32, u32)>, applied: Option<&Applied>, local: u32) -> bool {
+/// Not placed yet (`applied` is `None`): a change is an own (policy, RT priority) other than
+/// `joined`, what its join recorded. A new thread is recorded when its fork is seen and placed
+/// only after its stop group is made (a cgroup move, 13-64 ms under load), and it usually sets
+/// its own priority in between; the first placement then wrote the band priority of the old
+/// rank over it and the change was lost for good (issue 20: the fidelity experiment's set 54,
+/// whose top-priority task ran at rank 0 and waited behind every lower one for the whole run).
+/// Compared with the join's record, not with the local priority: a task-API or plug-in member
+/// gets its rank from its declaration, not from its own policy. Unknown (short read): no change.
+pub fn own_change(own: Option<(u32, u32)>, applied: Option<&Applied>, joined: (u32, u32)) -> bool {
     match (own, applied) {
         (Some((policy, prio)), Some(a)) => policy != a.attr.policy || prio != a.attr.priority,
-        (Some((policy, prio)), None) => {
-            let rt =
-                policy == rtbox_linux::sched::SCHED_FIFO || policy == rtbox_linux::sched::SCHED_RR;
-            (if rt { prio } else { 0 }) != local
-        }
+        (Some(own), None) => own != joined,
         _ => false,
     }
+}
+
+/// A thread's own (policy, RT priority) as [`own_change`] compares them.
+pub fn own_policy(attr: &SchedAttr) -> (u32, u32) {
+    (attr.policy, attr.priority)
 }
 
 #[cfg(test)]
@@ -106,26 +108,25 @@ mod tests {
             cpus: vec![0],
             frozen: false,
         };
-        assert!(!own_change(Some((1, 62)), Some(&a), 0));
-        assert!(own_change(Some((1, 50)), Some(&a), 0), "rt-app set FIFO 50");
-        assert!(own_change(Some((0, 0)), Some(&a), 0), "back to normal");
-        assert!(!own_change(None, Some(&a), 0));
+        assert!(!own_change(Some((1, 62)), Some(&a), (0, 0)));
+        assert!(
+            own_change(Some((1, 50)), Some(&a), (0, 0)),
+            "rt-app set FIFO 50"
+        );
+        assert!(own_change(Some((0, 0)), Some(&a), (0, 0)), "back to normal");
+        assert!(!own_change(None, Some(&a), (0, 0)));
     }
 
-    /// Issue 20: a thread that sets its priority between its join and its first placement.
+    /// Issue 20: a thread that sets its priority between its join and its first placement;
+    /// a task-API member's declared rank is no own change.
     #[test]
-    fn an_unplaced_member_changes_when_its_rank_differs_from_its_join() {
-        assert!(
-            own_change(Some((1, 5)), None, 0),
-            "set FIFO 5 before placement"
-        );
-        assert!(
-            !own_change(Some((1, 5)), None, 5),
-            "joined at FIFO 5 already"
-        );
-        assert!(!own_change(Some((0, 0)), None, 0), "still a normal thread");
-        assert!(own_change(Some((0, 0)), None, 7), "went back to normal");
-        assert!(!own_change(None, None, 5), "unknown");
+    fn an_unplaced_member_changes_when_its_policy_differs_from_its_join() {
+        let other = (0, 0);
+        assert!(own_change(Some((1, 5)), None, other), "set FIFO 5 first");
+        assert!(!own_change(Some((1, 5)), None, (1, 5)), "joined at FIFO 5");
+        assert!(!own_change(Some(other), None, other), "declared, not set");
+        assert!(own_change(Some(other), None, (1, 7)), "went back to normal");
+        assert!(!own_change(None, None, (1, 5)), "unknown");
     }
 
     #[test]

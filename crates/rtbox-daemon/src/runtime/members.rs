@@ -74,6 +74,10 @@ pub struct Member {
     /// A local priority it set itself just before its first placement wrote the band over
     /// it (seen by the read right before that write): the next step ranks it so.
     pending_rank: Option<u32>,
+    /// Its own (policy, RT priority) as last recorded before its first placement (at its join,
+    /// then at each own change seen before it): what an own change is told by until rtbox
+    /// sets its policy ([`localprio::own_change`]).
+    joined_policy: (u32, u32),
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     pub freeze: Option<Arc<std::fs::File>>,
     pub snapshot: ThreadSnapshot,
@@ -463,6 +467,7 @@ impl Members {
                     stat: procfs::StatFile::open(tid).ok(),
                     own_policy: None,
                     pending_rank: None,
+                    joined_policy: localprio::own_policy(&s.attr),
                     freeze: None,
                     snapshot: s,
                 },
@@ -650,7 +655,7 @@ impl Members {
             }
             let ready = m.runnable(*tid, now);
             self.own_change |=
-                localprio::own_change(m.own_policy, m.applied.as_ref(), m.local_prio);
+                localprio::own_change(m.own_policy, m.applied.as_ref(), m.joined_policy);
             if ready != m.ready {
                 m.ready = ready;
                 let _ = if ready {
@@ -698,10 +703,10 @@ impl Members {
                 // (`localprio::own_change`; the gap left is two system calls).
                 let own = sched::get_attr(tid)
                     .ok()
-                    .map(|x| localprio::local_priority(&x))
-                    .filter(|p| *p != m.local_prio);
-                if own.is_some() {
-                    m.pending_rank = own;
+                    .filter(|x| localprio::own_policy(x) != m.joined_policy);
+                if let Some(x) = own {
+                    m.joined_policy = localprio::own_policy(&x);
+                    m.pending_rank = Some(localprio::local_priority(&x));
                     self.own_change = true;
                     self.unplaced = true;
                 }
@@ -934,9 +939,10 @@ impl Members {
                 // first placement writes the band over it (`localprio::own_change`).
                 let own = sched::get_attr(*tid)
                     .ok()
-                    .map(|x| localprio::local_priority(&x))
-                    .filter(|p| *p != m.local_prio);
-                if let Some(p) = own {
+                    .filter(|x| localprio::own_policy(x) != m.joined_policy);
+                if let Some(x) = own {
+                    m.joined_policy = localprio::own_policy(&x);
+                    let p = localprio::local_priority(&x);
                     tracing::debug!(
                         tid,
                         local_prio = p,
@@ -1119,6 +1125,10 @@ mod tests {
         let tid = tid_rx.recv().unwrap();
         assert_eq!(m.add_threads(&mut sched, "A", &[tid]), 1);
         assert_eq!(m.by_tid[&tid].local_prio, 0, "joined as a normal thread");
+        // A rank from a declaration (the task API's rt_set_priority) is not its own change.
+        m.by_tid.get_mut(&tid).unwrap().local_prio = 12;
+        m.correct_drift(&mut sched, 500);
+        assert_eq!(m.by_tid[&tid].local_prio, 12, "the declared rank stays");
         // Its own change, between the join and the first placement.
         sched::set_attr(tid, &SchedAttr::fifo(7)).unwrap();
         m.charge(&mut sched, 1_000);
