@@ -59,7 +59,9 @@ int rt_set_period(uint64_t period_ns);     /* minimum inter-arrival time */
 int rt_set_deadline(uint64_t deadline_ns); /* relative deadline, <= period */
 int rt_set_priority(int priority);         /* 1..99 */
 
-/* Start releasing jobs: the first one timeout_ns after the call (returns at that release). */
+/* Start releasing jobs: the first one timeout_ns after the call (returns at that release);
+ * 0: at the daemon's answer. A positive timeout is kept even if the answer comes later: the
+ * first job is then late, and counted so. */
 int rt_run(uint64_t timeout_ns);
 /* End the current job and sleep until the next release. */
 int rt_wait_for_period(void);

@@ -339,8 +339,12 @@ impl PeriodicTask {
     /// call (returning at that release). The seed's `rt_run(timeout)`. Counted from the call,
     /// not from the daemon's answer (which waits for its loop, a few ms): threads that pass
     /// the same instant minus their own clock reading release their first jobs together
-    /// (experiments/exsched-set.c). A release the answer came too late for moves to the
-    /// answer, so `rt_run(0)` releases when the task may run, as before.
+    /// (experiments/exsched-set.c). `rt_run(0)` releases when the task may run (at the
+    /// answer). A positive timeout names an instant: if the answer comes after it, the first
+    /// job is late from that instant, and the jobs and the daemon's figures say so. Before, the
+    /// release moved to the answer unseen: in the real-kernel Figure 11 under load, a worker
+    /// that measured its jobs from the instant it asked for counted every job of a task late
+    /// (e.g. 520 of 520) while the daemon, measuring from the moved release, counted 0-2.
     pub fn run(&mut self, timeout_ns: u64) -> Result<(), TaskError> {
         let called = rtbox_linux::monotonic_ns();
         self.expect("rt_run", &[State::Entered], "rt_enter first; rt_run once")?;
@@ -366,7 +370,11 @@ impl PeriodicTask {
             priority: self.priority,
         })?;
         self.declared = d;
-        let first = (called + timeout_ns).max(rtbox_linux::monotonic_ns());
+        let first = if timeout_ns == 0 {
+            rtbox_linux::monotonic_ns()
+        } else {
+            called + timeout_ns
+        };
         let page = self.page.as_ref().expect("entered tasks have a page");
         page.start(first);
         page.set_state(PageState::Running);
