@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
 use rtbox_config::{BoxUsers, ConfigError, UserRef};
+use rtbox_linux::fdwait::EventFd;
 use rtbox_linux::lock::{lock_path, PidLock};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::watchdog::Watchdog;
@@ -219,7 +220,7 @@ fn read_request<R: BufRead>(r: &mut R) -> std::io::Result<Option<Result<String, 
     })))
 }
 
-fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
+fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>, wake: Option<Arc<EventFd>>) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         if CONNECTIONS.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
@@ -228,16 +229,16 @@ fn serve(listener: UnixListener, tx: mpsc::Sender<Incoming>) {
             let _ = writeln!(conn, "{}", reply_err("busy: too many connections"));
             continue;
         }
-        let tx = tx.clone();
+        let (tx, wake) = (tx.clone(), wake.clone());
         std::thread::spawn(move || {
-            connection(conn, tx);
+            connection(conn, tx, wake.as_deref());
             CONNECTIONS.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }
 
 /// Requests of one client, answered in order.
-fn connection(conn: UnixStream, tx: mpsc::Sender<Incoming>) {
+fn connection(conn: UnixStream, tx: mpsc::Sender<Incoming>, wake: Option<&EventFd>) {
     // A peer whose uid cannot be read is nobody in particular: u32::MAX matches no box's users.
     let uid = rtbox_linux::peer::peer_uid(&conn).unwrap_or(u32::MAX);
     let Ok(mut w) = conn.try_clone() else { return };
@@ -262,6 +263,9 @@ fn connection(conn: UnixStream, tx: mpsc::Sender<Incoming>) {
         });
         if sent.is_err() {
             return;
+        }
+        if let Some(w) = wake {
+            w.kick();
         }
         let Ok(answer) = rrx.recv() else { return };
         if w.write_all(answer.as_bytes()).is_err() || w.write_all(b"\n").is_err() || too_long {
@@ -427,9 +431,21 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         }
     }
     let mut joined = crate::joined::Joined::default();
+    // Requests wake the loop (a missing eventfd: they wait for its next step, as before).
+    let wake = match EventFd::new() {
+        Ok(fd) => {
+            let fd = Arc::new(fd);
+            rt.wake_on_requests(fd.clone());
+            Some(fd)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "requests wait for the loop's next step (no eventfd)");
+            None
+        }
+    };
     std::thread::Builder::new()
         .name("rtbox-socket".into())
-        .spawn(move || serve(listener, tx))
+        .spawn(move || serve(listener, tx, wake))
         .map_err(|source| DaemonError::Socket {
             path: cfg.socket.clone(),
             source,

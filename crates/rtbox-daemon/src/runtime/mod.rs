@@ -167,6 +167,10 @@ pub struct Runtime {
     step_started: Nanos,
     /// Until when the loop polls fast for new members' own priority changes (`forkwait.rs`).
     watch_until: Nanos,
+    /// Kicked by the socket thread for each request; wakes the loop's sleep (`forkwait.rs`).
+    requests: Option<std::sync::Arc<rtbox_linux::fdwait::EventFd>>,
+    /// When a request last woke the loop (CLOCK_MONOTONIC).
+    requests_woke: u64,
     /// The plug-in groups of plug-in boxes (`plugins.rs`).
     plugins: plugins::PluginDriver,
     /// The servers whose stops the backstop owns (BPF sensor; see [`wakeup::owned_stop`]).
@@ -395,6 +399,8 @@ impl Runtime {
             sensor,
             step_started: 0,
             watch_until: 0,
+            requests: None,
+            requests_woke: 0,
             plugins: plugins::PluginDriver::default(),
             pin_names: pinnames::PinNames::default(),
             owned: BTreeSet::new(),
@@ -1009,6 +1015,12 @@ impl Runtime {
             gone
         };
         self.forget(now, &gone);
+    }
+
+    /// Requests kick `fd` (the socket thread, after queueing one): the loop's sleep wakes for
+    /// them ([`forkwait::REQUEST_GAP`] apart at most).
+    pub fn wake_on_requests(&mut self, fd: std::sync::Arc<rtbox_linux::fdwait::EventFd>) {
+        self.requests = Some(fd);
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop or a sensor event wakes it
