@@ -958,29 +958,43 @@ impl Runtime {
         // of them let the members below it take its priority, so that on waking it queued
         // behind them at the same SCHED_FIFO priority until the next step (measured: seed
         // 002's tau1 missed 27-61 of 500 jobs).
-        if full {
-            let all: Vec<_> = members
+        // A full visit decides everyone (always with perf, which keeps no rest table).
+        let all: Option<Vec<_>> = full.then(|| {
+            members
                 .iter()
                 .map(|(t, m)| member_view(*t, m, sched, lazy))
-                .collect();
-            rest.reset(members.keys().copied(), bands::owned_ranks(&all));
+                .collect()
+        });
+        let mut ranks = None;
+        if let Some(all) = &all {
+            let r = bands::owned_ranks(all);
+            if lazy {
+                rest.reset(members.keys().copied(), r);
+            } else {
+                ranks = Some(r);
+            }
         }
-        let live: BTreeSet<ServerId> = edf.values().flatten().copied().collect();
-        for (name, b) in &boxes {
-            let servers: Vec<ServerId> = b
-                .servers
+        if lazy {
+            let live: BTreeSet<ServerId> = edf.values().flatten().copied().collect();
+            for (name, b) in &boxes {
+                let servers: Vec<ServerId> = b
+                    .servers
+                    .iter()
+                    .filter(|s| live.contains(s))
+                    .copied()
+                    .collect();
+                rest.live_servers(name, &servers);
+            }
+        }
+        let rest = &*rest;
+        let views: Vec<bands::MemberView<'_>> = all.unwrap_or_else(|| {
+            rest.active()
                 .iter()
-                .filter(|s| live.contains(s))
-                .copied()
-                .collect();
-            rest.live_servers(name, &servers);
-        }
-        let views: Vec<bands::MemberView<'_>> = rest
-            .active()
-            .iter()
-            .filter_map(|t| members.get(t).map(|m| member_view(*t, m, sched, lazy)))
-            .collect();
-        let decisions = bands::decide_ranked(&core, &boxes, rest.ranks(), &views);
+                .filter_map(|t| members.get(t).map(|m| member_view(*t, m, sched, lazy)))
+                .collect()
+        });
+        let ranks = ranks.as_ref().unwrap_or_else(|| rest.ranks());
+        let decisions = bands::decide_ranked(&core, &boxes, ranks, &views);
         #[cfg(debug_assertions)]
         if !full {
             check_rest(&core, &boxes, members, rest, &decisions, sched);
