@@ -1,5 +1,6 @@
 //! The memory the program and the daemon share (`.bss` of the object, mapped by libbpf):
-//! one `Fig` per member slot, the runnable count per server slot, the lost-event count.
+//! one `Fig` per member slot, the runnable count per server slot, the lost-event count, and a
+//! dirty bit per member slot (set by the program after each write of the slot's figures).
 //! Layout as `struct rtbox_fig` / the globals of `bpf/sensor.bpf.c` (checked by a test against
 //! the constants of `bpf/sensor.h`).
 
@@ -149,11 +150,16 @@ impl Fig {
     }
 }
 
-/// `.bss` of the program: `figs[MAX_MEMBERS]`, `runnable[MAX_SERVERS]`, `lost_events`.
+/// Words of the dirty bitmap (`dirty[RTBOX_MAX_MEMBERS / 64]`).
+const DIRTY_WORDS: usize = MAX_MEMBERS / 64;
+
+/// `.bss` of the program: `figs[MAX_MEMBERS]`, `runnable[MAX_SERVERS]`, `lost_events`,
+/// `dirty[MAX_MEMBERS / 64]`.
 pub struct Shared {
     base: *mut u8,
     runnable_off: usize,
     lost_off: usize,
+    dirty_off: usize,
 }
 
 // SAFETY: the mapping is process-wide memory shared with the kernel; every access goes through
@@ -166,13 +172,53 @@ impl Shared {
     pub fn new(base: *mut u8, size: usize) -> Option<Shared> {
         let runnable_off = MAX_MEMBERS * std::mem::size_of::<Fig>();
         let lost_off = runnable_off + MAX_SERVERS * 4;
-        (!base.is_null() && size >= lost_off + 8 && (base as usize).is_multiple_of(64)).then_some(
-            Shared {
-                base,
-                runnable_off,
-                lost_off,
-            },
-        )
+        let dirty_off = lost_off + 8;
+        (!base.is_null()
+            && size >= dirty_off + DIRTY_WORDS * 8
+            && (base as usize).is_multiple_of(64))
+        .then_some(Shared {
+            base,
+            runnable_off,
+            lost_off,
+            dirty_off,
+        })
+    }
+
+    fn dirty_word(&self, w: usize) -> &AtomicU64 {
+        assert!(w < DIRTY_WORDS);
+        // SAFETY: in bounds (checked at construction), 8-byte aligned.
+        unsafe { &*(self.base.add(self.dirty_off + w * 8) as *const AtomicU64) }
+    }
+
+    /// Calls `f` with every slot marked dirty since the last call and clears the marks. A
+    /// write after the clearing marks its slot again (the program marks after writing), so
+    /// a slot read after this call shows every write up to its mark.
+    pub fn take_dirty(&self, mut f: impl FnMut(u32)) {
+        for w in 0..DIRTY_WORDS {
+            let word = self.dirty_word(w);
+            if word.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = word.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                f((w * 64) as u32 + b);
+            }
+        }
+    }
+
+    /// Whether slot `slot` is marked dirty now (not cleared).
+    pub fn dirty(&self, slot: u32) -> bool {
+        let slot = slot as usize;
+        self.dirty_word(slot / 64).load(Ordering::Acquire) & (1 << (slot % 64)) != 0
+    }
+
+    /// Marks slot `slot` dirty, as the program does (a new member's first reading).
+    pub fn mark_dirty(&self, slot: u32) {
+        let slot = slot as usize;
+        self.dirty_word(slot / 64)
+            .fetch_or(1 << (slot % 64), Ordering::AcqRel);
     }
 
     pub fn fig(&self, slot: u32) -> &Fig {
@@ -217,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_running_member_is_extrapolated_and_a_stopped_one_exact() {
-        let size = 64 * MAX_MEMBERS + 4 * MAX_SERVERS + 8;
+        let size = 64 * MAX_MEMBERS + 4 * MAX_SERVERS + 8 + MAX_MEMBERS / 8;
         let layout = std::alloc::Layout::from_size_align(size, 64).unwrap();
         // SAFETY: non-zero size; freed below with the same layout.
         let base = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -247,6 +293,16 @@ mod tests {
         shared.runnable_add(5, 1);
         assert_eq!(shared.runnable(5), 1);
         assert!(Shared::new(base, size - 1).is_none());
+        let mut seen = Vec::new();
+        shared.take_dirty(|s| seen.push(s));
+        assert!(seen.is_empty());
+        for s in [3, 64, 8191] {
+            shared.mark_dirty(s);
+        }
+        assert!(shared.dirty(64) && !shared.dirty(65));
+        shared.take_dirty(|s| seen.push(s));
+        assert_eq!(seen, vec![3, 64, 8191], "every mark, in slot order");
+        assert!(!shared.dirty(64), "taken marks are cleared");
         // SAFETY: allocated above with this layout.
         unsafe { std::alloc::dealloc(base, layout) };
     }

@@ -5,7 +5,8 @@
 //! CO-RE against the kernel's BTF) runs on the scheduler tracepoints `sched_switch`,
 //! `sched_wakeup(_new)`, `sched_process_fork` and `sched_process_exit`. The daemon writes which
 //! threads are members and the server slot each is placed on; it reads each member's figures
-//! from a memory-mapped array (no system call per member) and sleeps on the ring buffer's
+//! from a memory-mapped array (no system call per member; a dirty bit per member, set after
+//! each write, tells which moved: [`Sensor::take_dirty`]) and sleeps on the ring buffer's
 //! descriptor, which becomes readable when a server gains its first or loses its last runnable
 //! member, or a member forks or exits.
 //!
@@ -120,11 +121,12 @@ pub fn now_ns() -> u64 {
 #[cfg(not(rtbox_bpf_missing))]
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sensor.bpf.o"));
 
-/// Free member slots (stack) and the slot of each tid.
+/// Free member slots (stack), the slot of each tid and the tid of each slot (0: free).
 #[derive(Default)]
 struct Slots {
     free: Vec<u32>,
     of: std::collections::HashMap<u32, u32>,
+    tid_of: Vec<u32>,
 }
 
 /// A loaded and attached sensor. Dropping it (and every [`Registration`]) detaches the programs.
@@ -193,6 +195,12 @@ impl Registration {
             .shared
             .fig(self.slot)
             .set_server(server.min(MAX_SERVERS as u32 - 1));
+    }
+
+    /// Whether the program marked the member's figures written since [`Sensor::take_dirty`]
+    /// last took the marks (debug checks of the loop's shortcut).
+    pub fn dirty(&self) -> bool {
+        self.sensor.shared.dirty(self.slot)
     }
 
     /// The loop is about to stop the member: its block and the restart's wake-up wake nobody.
@@ -285,6 +293,7 @@ impl Sensor {
             slots: Mutex::new(Slots {
                 free: (0..MAX_MEMBERS as u32).rev().collect(),
                 of: Default::default(),
+                tid_of: vec![0; MAX_MEMBERS],
             }),
             _links: links,
             _object: object,
@@ -310,6 +319,21 @@ impl Sensor {
             .consume();
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         q.drain(..).collect()
+    }
+
+    /// The members whose figures the program wrote since the last call (a switch, a wake-up,
+    /// an exit), in slot order; clears their marks. A member not listed reads as it did at
+    /// the last call: the loop need not read it.
+    pub fn take_dirty(&self) -> Vec<u32> {
+        let slots = self.slots();
+        let mut tids = Vec::new();
+        self.shared.take_dirty(|slot| {
+            let tid = slots.tid_of[slot as usize];
+            if tid != 0 {
+                tids.push(tid);
+            }
+        });
+        tids
     }
 
     /// Events the program could not queue (ring buffer full): after any, rescan everything.
@@ -352,6 +376,9 @@ impl Sensor {
             return Err(SensorError::Load(format!("members map: {e}")));
         }
         slots.of.insert(tid, slot);
+        slots.tid_of[slot as usize] = tid;
+        // Its first reading is news to the loop, as if the program had written it.
+        self.shared.mark_dirty(slot);
         Ok(slot)
     }
 
@@ -361,6 +388,7 @@ impl Sensor {
         let Some(slot) = slots.of.remove(&tid) else {
             return;
         };
+        slots.tid_of[slot as usize] = 0;
         let _ = libbpf_rs::MapCore::delete(&self.members, &tid.to_ne_bytes());
         // The program no longer finds the tid; take its runnable count back.
         let counted = self.shared.fig(slot).take_counted();

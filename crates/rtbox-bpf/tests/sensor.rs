@@ -117,6 +117,14 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
         r.runtime_ns
     );
     assert_eq!(sensor.runnable(5), 0);
+    // Its run and block marked it dirty; asleep, it stays unmarked.
+    assert!(
+        sensor.take_dirty().contains(&tid),
+        "a switched member is marked"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!member.dirty(), "a sleeping member is not marked");
+    assert!(!sensor.take_dirty().contains(&tid));
     seen.clear();
     go_tx.send(0).unwrap();
     let child = tid_rx.recv().unwrap();

@@ -12,6 +12,8 @@
 // - Wake-ups of the loop, through a ring buffer, only when its core must decide: a server
 //   gains its first or loses its last runnable member, a member forks (a new thread or process
 //   to place) or exits.
+// - Dirty marks: one bit per member slot, set after each write of its figures, so the loop
+//   reads only the members whose figures moved (sleeping members cost it nothing).
 //
 // Members and their servers are written by the daemon: `members` maps a tid to a slot of
 // `figs`, a global array the daemon reads and writes through libbpf's memory mapping.
@@ -46,14 +48,18 @@ struct {
 	__s32 runnable[RTBOX_MAX_SERVERS];
 	/* Events the ring buffer could not take: the loop then scans everything. */
 	__u64 lost_events;
+	/* One bit per slot, set after every write of its figures; the loop takes and clears
+	 * them, and visits only the members whose figures moved (a sleeper's stay still). */
+	__u64 dirty[RTBOX_MAX_MEMBERS / 64];
 } shared;
 
-static __always_inline struct rtbox_fig *fig_of(__u32 tid)
+/* The slot of member `tid`, or -1. */
+static __always_inline __s32 slot_of(__u32 tid)
 {
 	__u32 *slot = bpf_map_lookup_elem(&members, &tid);
 	if (!slot || *slot >= RTBOX_MAX_MEMBERS)
-		return 0;
-	return &shared.figs[*slot];
+		return -1;
+	return *slot;
 }
 
 static __always_inline void emit(__u32 kind, __u32 tid, __u32 pid, __u32 arg)
@@ -117,9 +123,13 @@ static __always_inline void begin(struct rtbox_fig *f)
 	__sync_fetch_and_add(&f->seq, 1);
 }
 
-static __always_inline void end(struct rtbox_fig *f)
+/* Closes a write of slot `slot`'s figures and marks the slot dirty, after the write: a loop
+ * that clears the mark and then reads sees this write or marks set after it. */
+static __always_inline void end(struct rtbox_fig *f, __u32 slot)
 {
 	__sync_fetch_and_add(&f->seq, 1);
+	if (slot < RTBOX_MAX_MEMBERS)
+		__sync_fetch_and_or(&shared.dirty[slot / 64], 1ULL << (slot % 64));
 }
 
 SEC("tp_btf/sched_switch")
@@ -130,9 +140,10 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 	struct rtbox_fig *f;
 
 	__u32 prev_tid = BPF_CORE_READ(prev, pid), next_tid = BPF_CORE_READ(next, pid);
+	__s32 slot = slot_of(prev_tid);
 
-	f = fig_of(prev_tid);
-	if (f) {
+	if (slot >= 0 && slot < RTBOX_MAX_MEMBERS) {
+		f = &shared.figs[slot];
 		/* An exited member may still be switched before it is gone: it stays exited. */
 		int exited = f->state == RTBOX_EXITED;
 		int ready = !exited && (preempt || prev_state == 0);
@@ -143,17 +154,18 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 		if (!exited)
 			f->state = ready ? RTBOX_RUNNABLE : RTBOX_BLOCKED;
 		f->switches++;
-		end(f);
+		end(f, slot);
 		settle(f, ready, prev_tid);
 	}
-	f = fig_of(next_tid);
-	if (f && f->state != RTBOX_EXITED) {
+	slot = slot_of(next_tid);
+	if (slot >= 0 && slot < RTBOX_MAX_MEMBERS && shared.figs[slot].state != RTBOX_EXITED) {
+		f = &shared.figs[slot];
 		begin(f);
 		f->sum_ns = BPF_CORE_READ(next, se.sum_exec_runtime);
 		f->on_cpu_since = now;
 		f->cpu = bpf_get_smp_processor_id();
 		f->state = RTBOX_RUNNING;
-		end(f);
+		end(f, slot);
 		settle(f, 1, next_tid);
 	}
 	return 0;
@@ -162,15 +174,19 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 static __always_inline int woken(struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
-	struct rtbox_fig *f = fig_of(tid);
+	__s32 slot = slot_of(tid);
+	struct rtbox_fig *f;
 
-	if (!f || f->state == RTBOX_EXITED)
+	if (slot < 0 || slot >= RTBOX_MAX_MEMBERS)
+		return 0;
+	f = &shared.figs[slot];
+	if (f->state == RTBOX_EXITED)
 		return 0;
 	begin(f);
 	if (f->state == RTBOX_BLOCKED)
 		f->state = RTBOX_RUNNABLE;
 	f->wakeups++;
-	end(f);
+	end(f, slot);
 	settle(f, 1, tid);
 	/* A thaw's wake-up was the loop's own doing; later changes are news again. */
 	f->quiet = 0;
@@ -194,7 +210,7 @@ int BPF_PROG(rtbox_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptid = BPF_CORE_READ(parent, pid);
 
-	if (fig_of(ptid))
+	if (slot_of(ptid) >= 0)
 		emit(RTBOX_EV_FORK, BPF_CORE_READ(child, pid), BPF_CORE_READ(child, tgid), ptid);
 	return 0;
 }
@@ -203,13 +219,15 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(rtbox_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
-	struct rtbox_fig *f = fig_of(tid);
+	__s32 slot = slot_of(tid);
+	struct rtbox_fig *f;
 
-	if (!f)
+	if (slot < 0 || slot >= RTBOX_MAX_MEMBERS)
 		return 0;
+	f = &shared.figs[slot];
 	begin(f);
 	f->state = RTBOX_EXITED;
-	end(f);
+	end(f, slot);
 	/* The exit is reported whether or not a stop is in force. */
 	f->quiet = 0;
 	settle(f, 0, tid);

@@ -135,8 +135,26 @@ pub fn decide(
     boxes: &BTreeMap<&str, BoxView<'_>>,
     members: &[MemberView<'_>],
 ) -> Vec<Decision> {
+    decide_ranked(core, boxes, &owned_ranks(members), members)
+}
+
+/// The local ranks of `members` by box ([`local_ranks`]), with owned names.
+pub fn owned_ranks(members: &[MemberView<'_>]) -> BTreeMap<String, Vec<u32>> {
+    local_ranks(members.iter().map(|m| (m.box_name, m.local_prio)))
+        .into_iter()
+        .map(|(b, v)| (b.to_string(), v))
+        .collect()
+}
+
+/// [`decide`] for some of the members, with the local ranks `local` of all of them (a
+/// member's rank is its place among all its box's members, asleep or not: `rest.rs`).
+pub fn decide_ranked(
+    core: &CoreView<'_>,
+    boxes: &BTreeMap<&str, BoxView<'_>>,
+    local: &BTreeMap<String, Vec<u32>>,
+    members: &[MemberView<'_>],
+) -> Vec<Decision> {
     let slot = bands(core.edf, core.prio);
-    let local = local_ranks(members.iter().map(|m| (m.box_name, m.local_prio)));
     let max_weight = boxes.values().filter_map(|b| b.shared).max().unwrap_or(1);
     let mut out = Vec::with_capacity(members.len());
     for m in members {
@@ -182,9 +200,9 @@ pub fn decide(
         });
         let d = match server {
             Some(s) => {
-                let rank = local[m.box_name]
-                    .iter()
-                    .position(|&p| p == m.local_prio)
+                let rank = local
+                    .get(m.box_name)
+                    .and_then(|v| v.iter().position(|&p| p == m.local_prio))
                     .unwrap_or(0) as u32;
                 Decision {
                     tid: m.tid,

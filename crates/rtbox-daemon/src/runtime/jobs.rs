@@ -500,6 +500,8 @@ impl Runtime {
         if let (Some(p), Some(m)) = (priority, self.members.by_tid.get_mut(&tid)) {
             if self.sched.set_priority(now, m.task, p).is_ok() {
                 m.local_prio = p;
+                // Its box's local ranks change.
+                self.members.rest.stale();
                 if m.ready {
                     let _ = self
                         .sched

@@ -19,6 +19,7 @@ use rtbox_model::{Nanos, System};
 use super::apply::{self, Applied};
 use super::error::RuntimeError;
 use super::localprio;
+use super::rest::Rest;
 use super::rtgrants::{self, RtGrants};
 use super::sensor::MemberClock;
 use super::stops::Stops;
@@ -155,6 +156,70 @@ impl Member {
     }
 }
 
+/// Charges one member's measured CPU time to its server and tells the core whether it is
+/// runnable (see [`Members::charge`]); `own_change` is set when its stat shows a policy it
+/// set itself. Off CPU (frozen, or blocked when last seen) a perf member's (perf, kernel) pair
+/// is taken once per freeze, and at most every [`PAIR_EVERY`] while blocked, to find host steal.
+fn charge_one(
+    tid: i32,
+    m: &mut Member,
+    sched: &mut Scheduler,
+    now: Nanos,
+    mono: u64,
+    own_change: &mut bool,
+) {
+    if let Some(MemberClock::Bpf(r)) = &m.clock {
+        let reading = r.read(mono);
+        super::sensor::charge_bpf(m, reading, sched, now);
+        return;
+    }
+    let frozen = m.frozen();
+    if let Some(v) = m.clock.as_ref().and_then(|c| c.read().ok()) {
+        let d = m.charge.advance(v);
+        if d > 0 {
+            m.thawed_at = None;
+            if let Some(s) = m.charge_to {
+                let _ = sched.charge(now, s, d);
+            }
+        }
+        let due = if frozen {
+            !m.paired_frozen
+        } else {
+            !m.ready && now.saturating_sub(m.paired_at) >= PAIR_EVERY
+        };
+        if due {
+            if let Some(steal) = m.take_pair(v) {
+                m.paired_at = now;
+                m.paired_frozen = frozen;
+                // Refund only where it cannot lift a period above Q: to the server that
+                // throttled the member (its budget is then the next period's, untouched, and
+                // the refund stops at Q). A member that blocked by itself keeps the charge:
+                // its server may be mid-period.
+                if let Some(s) = m.charge_to.or(m.last_server) {
+                    if frozen && steal > 0 && sched.server(s).throttled {
+                        // The refund also lowers the server's consumed count, so the period it
+                        // falls in is measured net of the steal (the kernel's view).
+                        let _ = sched.refund(s, steal);
+                    }
+                }
+            }
+        }
+    }
+    if !frozen {
+        m.paired_frozen = false;
+    }
+    let ready = m.runnable(tid, now);
+    *own_change |= localprio::own_change(m.own_policy, m.applied.as_ref(), m.joined_policy);
+    if ready != m.ready {
+        m.ready = ready;
+        let _ = if ready {
+            sched.wake(now, m.task, localprio::native_edf_key(m.local_prio))
+        } else {
+            sched.block(now, m.task)
+        };
+    }
+}
+
 /// What a box is attached to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -243,6 +308,8 @@ pub struct Members {
     /// A member's stat showed a policy other than the one rtbox set (see
     /// [`localprio::own_change`]): the step corrects drift at once instead of at the next scan.
     pub own_change: bool,
+    /// Members at rest and the others (BPF sensor): whom the step visits (`rest.rs`).
+    pub rest: Rest,
 }
 
 impl Members {
@@ -263,6 +330,7 @@ impl Members {
             unplaced: false,
             sensor: None,
             own_change: false,
+            rest: Rest::default(),
         }
     }
 
@@ -294,6 +362,7 @@ impl Members {
     pub fn mark_frozen(&mut self, tids: &[i32]) {
         for tid in tids {
             if let Some(m) = self.by_tid.get_mut(tid) {
+                self.rest.stir(*tid, &m.box_name);
                 if let Some(a) = m.applied.as_mut() {
                     a.frozen = true;
                     // The backstop stops members that ran.
@@ -371,6 +440,7 @@ impl Members {
 
     /// Take threads under control: journal first, then change them.
     pub fn add_threads(&mut self, sched: &mut Scheduler, box_name: &str, tids: &[i32]) -> usize {
+        self.rest.stale();
         let mut fresh = Vec::new();
         for &tid in tids {
             if self.by_tid.contains_key(&tid) {
@@ -482,6 +552,7 @@ impl Members {
         let Some(m) = self.by_tid.remove(&tid) else {
             return;
         };
+        self.rest.stale();
         let _ = sched.block(now, m.task);
         if let Some(dir) = self.stops.dir(&self.layout, tid) {
             let _ = rtbox_linux::stopgroup::freeze(&dir, false);
@@ -502,6 +573,7 @@ impl Members {
     /// Drops an exited member (no restore: the thread is gone) and its journal entry.
     pub fn forget_exited(&mut self, sched: &mut Scheduler, now: Nanos, tid: i32) {
         if let Some(m) = self.by_tid.remove(&tid) {
+            self.rest.stale();
             let _ = sched.block(now, m.task);
             self.jstate.threads.remove(&tid);
             // Its empty stop group goes now, or at a later scan while the kernel still
@@ -590,6 +662,7 @@ impl Members {
     /// After a box change: each member's servers by the core's old -> new map (`None` for a
     /// server that is gone: the next decision picks another).
     pub fn remap(&mut self, map: &dyn Fn(ServerId) -> Option<ServerId>) {
+        self.rest.stale();
         for m in self.by_tid.values_mut() {
             m.charge_to = m.charge_to.and_then(map);
             m.last_server = m.last_server.and_then(map);
@@ -605,65 +678,72 @@ impl Members {
     // ---- charging -----------------------------------------------------------------------------
 
     /// Charges each member's measured CPU time to its server and tells the core which members
-    /// are runnable. Off CPU (frozen, or blocked when last seen) a (perf, kernel) pair is taken
-    /// once per freeze, and at most every [`PAIR_EVERY`] while blocked, to find host steal.
+    /// are runnable. With the BPF sensor and a fresh rest table only the members not at rest
+    /// and those whose figures the sensor marked are read (`rest.rs`); a resting member that
+    /// became ready is visited by the rest of the step.
     pub fn charge(&mut self, sched: &mut Scheduler, now: Nanos) {
         // One clock reading for every member's figures: a reading per member was 7 % of the
         // loop's CPU with 500 members (issue 14, `perf record`).
         let mono = rtbox_bpf::now_ns();
+        // The marks are taken at every step: a full visit reads everyone anyway.
+        let dirty = self.sensor.as_ref().map(|s| s.take_dirty());
+        if let Some(dirty) = dirty.filter(|_| !self.rest.is_stale()) {
+            self.charge_visited(sched, now, mono, &dirty);
+            return;
+        }
         for (tid, m) in self.by_tid.iter_mut() {
-            if let Some(MemberClock::Bpf(r)) = &m.clock {
-                let reading = r.read(mono);
-                super::sensor::charge_bpf(m, reading, sched, now);
+            charge_one(*tid, m, sched, now, mono, &mut self.own_change);
+        }
+    }
+
+    /// The charge with a fresh rest table: resting members the sensor marked (stirred when
+    /// they became ready), then every active member.
+    fn charge_visited(&mut self, sched: &mut Scheduler, now: Nanos, mono: u64, dirty: &[u32]) {
+        for &tid in dirty {
+            let tid = tid as i32;
+            let Some(m) = self.by_tid.get_mut(&tid) else {
+                continue;
+            };
+            if !self.rest.is_resting(tid) {
                 continue;
             }
-            let frozen = m.frozen();
-            if let Some(v) = m.clock.as_ref().and_then(|c| c.read().ok()) {
-                let d = m.charge.advance(v);
-                if d > 0 {
-                    m.thawed_at = None;
-                    if let Some(s) = m.charge_to {
-                        let _ = sched.charge(now, s, d);
-                    }
-                }
-                let due = if frozen {
-                    !m.paired_frozen
-                } else {
-                    !m.ready && now.saturating_sub(m.paired_at) >= PAIR_EVERY
-                };
-                if due {
-                    if let Some(steal) = m.take_pair(v) {
-                        m.paired_at = now;
-                        m.paired_frozen = frozen;
-                        // Refund only where it cannot lift a period above Q: to the server
-                        // that throttled the member (its budget is then the next period's,
-                        // untouched, and the refund stops at Q). A member that blocked by
-                        // itself keeps the charge: its server may be mid-period.
-                        if let Some(s) = m.charge_to.or(m.last_server) {
-                            if frozen && steal > 0 && sched.server(s).throttled {
-                                // The refund also lowers the server's consumed count, so the
-                                // period it falls in is measured net of the steal (the
-                                // kernel's view).
-                                let _ = sched.refund(s, steal);
-                            }
-                        }
-                    }
-                }
+            charge_one(tid, m, sched, now, mono, &mut self.own_change);
+            if m.ready {
+                self.rest.stir(tid, &m.box_name);
             }
-            if !frozen {
-                m.paired_frozen = false;
+        }
+        for tid in self.rest.active() {
+            if let Some(m) = self.by_tid.get_mut(tid) {
+                charge_one(*tid, m, sched, now, mono, &mut self.own_change);
             }
-            let ready = m.runnable(*tid, now);
-            self.own_change |=
-                localprio::own_change(m.own_policy, m.applied.as_ref(), m.joined_policy);
-            if ready != m.ready {
-                m.ready = ready;
-                let _ = if ready {
-                    sched.wake(now, m.task, localprio::native_edf_key(m.local_prio))
-                } else {
-                    sched.block(now, m.task)
-                };
+        }
+        #[cfg(debug_assertions)]
+        self.check_resting_unchanged(mono);
+    }
+
+    /// Debug builds: every resting member reads as it was charged (nothing to charge, still
+    /// asleep), unless the sensor marked it since the marks were taken (it is read at the
+    /// next step). The mark follows the write by a few instructions: waited for briefly.
+    #[cfg(debug_assertions)]
+    fn check_resting_unchanged(&self, mono: u64) {
+        for tid in self.rest.resting() {
+            let m = &self.by_tid[&tid];
+            let Some(MemberClock::Bpf(reg)) = &m.clock else {
+                panic!("member {tid} at rest without a BPF clock");
+            };
+            let r = reg.read(mono);
+            if r.runtime_ns == m.charge.last() && !r.state.ready() {
+                continue;
             }
+            let deadline = rtbox_bpf::now_ns() + 10_000_000;
+            while !reg.dirty() && rtbox_bpf::now_ns() < deadline {
+                std::hint::spin_loop();
+            }
+            assert!(
+                reg.dirty(),
+                "member {tid} at rest changed unmarked: {r:?}, charged {}",
+                m.charge.last()
+            );
         }
     }
 
@@ -747,6 +827,7 @@ impl Members {
             };
             match apply::freeze_fast(&mut m.freeze, &dir, false) {
                 Ok(()) => {
+                    self.rest.stir(*tid, &m.box_name);
                     m.thawed_at = Some(now);
                     // The next freeze needs its own pair, even if no step sees the member
                     // running in between (measured: a freeze, thaw and backstop freeze within
@@ -766,7 +847,12 @@ impl Members {
     /// Opens the kept freeze handle of every running member that has none yet (the backstop
     /// needs one to stop it).
     pub fn open_freeze_handles(&mut self) {
-        for (tid, m) in self.by_tid.iter_mut() {
+        // A resting member's was opened while it was active (and it is not planned).
+        let tids: Vec<i32> = self.visited().map(|(t, _)| t).collect();
+        for tid in &tids {
+            let Some(m) = self.by_tid.get_mut(tid) else {
+                continue;
+            };
             if m.freeze.is_none()
                 && m.charge_to.is_some()
                 && m.applied.as_ref().is_some_and(|a| !a.frozen)
@@ -777,6 +863,30 @@ impl Members {
                     .and_then(|d| rtbox_linux::stopgroup::open_freeze(&d))
                     .map(Arc::new);
             }
+        }
+    }
+
+    /// The members a step looks at: with a fresh rest table the active ones (`rest.rs`),
+    /// else all.
+    pub fn visited(&self) -> Box<dyn Iterator<Item = (i32, &Member)> + '_> {
+        if self.rest.is_stale() {
+            Box::new(self.by_tid.iter().map(|(t, m)| (*t, m)))
+        } else {
+            Box::new(
+                self.rest
+                    .active()
+                    .iter()
+                    .filter_map(|t| self.by_tid.get(t).map(|m| (*t, m))),
+            )
+        }
+    }
+
+    /// The servers resting members are charged to (none while the rest table is stale).
+    pub fn resting_servers(&self) -> Vec<ServerId> {
+        if self.rest.is_stale() {
+            Vec::new()
+        } else {
+            self.rest.servers().collect()
         }
     }
 
@@ -925,6 +1035,7 @@ impl Members {
     /// back into its box's band at the new rank instead of losing the change.
     pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
         let mut drifted = false;
+        let mut reranked = false;
         for (tid, m) in self.by_tid.iter_mut() {
             if let Some(p) = m.pending_rank.take() {
                 tracing::debug!(
@@ -933,6 +1044,7 @@ impl Members {
                     "member set its own priority at its placement; ranked"
                 );
                 m.rerank(sched, now, p);
+                reranked = true;
             }
             if m.applied.is_none() {
                 // Not placed yet: a priority it set after its join is its rank before its
@@ -949,6 +1061,7 @@ impl Members {
                         "member set its own priority before its placement; ranked"
                     );
                     m.rerank(sched, now, p);
+                    reranked = true;
                 }
                 continue;
             }
@@ -964,6 +1077,7 @@ impl Members {
                         "member set its own priority; re-ranked"
                     );
                     m.rerank(sched, now, p);
+                    reranked = true;
                 }
                 let attr_ok = current
                     .as_ref()
@@ -984,6 +1098,9 @@ impl Members {
             }
         }
         self.unplaced |= drifted;
+        if drifted || reranked {
+            self.rest.stale();
+        }
     }
 
     /// Applies the kernel's process events: a thread or process forked by a member joins the

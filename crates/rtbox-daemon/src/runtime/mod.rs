@@ -30,6 +30,7 @@ pub mod members;
 pub mod periods;
 pub mod pinnames;
 pub mod plugins;
+pub mod rest;
 pub mod rtgrants;
 pub mod sensor;
 pub mod stops;
@@ -204,6 +205,91 @@ fn thawing(members: &Members, changes: &[(i32, Option<apply::Applied>)]) -> BTre
         .filter(|(t, _)| members.by_tid.get(t).is_some_and(|m| !m.frozen()))
         .map(|(t, _)| *t)
         .collect()
+}
+
+/// A member as `bands::decide` sees it; `lazy`: the BPF sensor's rules (asleep members).
+fn member_view<'a>(
+    tid: i32,
+    m: &'a members::Member,
+    sched: &Scheduler,
+    lazy: bool,
+) -> bands::MemberView<'a> {
+    bands::MemberView {
+        tid,
+        box_name: &m.box_name,
+        local_prio: m.local_prio,
+        ready: m.ready,
+        asleep: lazy && !m.ready && !m.frozen(),
+        placed: sched.placement(m.task),
+        last_server: m.last_server,
+        applied: m.applied.as_ref(),
+        original: m.snapshot.attr,
+        original_cpus: &m.snapshot.affinity,
+    }
+}
+
+/// With the BPF sensor a placed member asleep keeps the server it is charged to (and its last
+/// one), live or not, until it wakes: it sits on that server's CPU (its state is left as it
+/// is), so a wake-up there is that server's news. On a throttled server it is the server's
+/// first runnable member, and the sensor wakes the loop at once, which stops or moves it;
+/// moved to a live server as before, it was counted where the busy member already ran, woke
+/// nobody and ran on the throttled server's CPU unseen until the next step. And with its
+/// server following its box's live servers, every throttle and replenishment moved every
+/// sleeper (500 of them: most of the loop's CPU). One charged to none (a reclaim member asleep
+/// while its box was spent) takes the decision's server.
+fn keeps_server(m: &members::Member) -> bool {
+    m.placed_asleep() && m.charge_to.is_some()
+}
+
+/// Whether a member just decided (with no change to carry out) may rest (`rest.rs`): asleep
+/// and placed, so that `decide` leaves its state as it is, with the sensor's marks telling
+/// when its figures move. Its server is then a fixed point of the decision until its box's
+/// live servers change.
+fn restful(m: &members::Member) -> bool {
+    !m.ready && m.placed_asleep() && matches!(m.clock, Some(sensor::MemberClock::Bpf(_)))
+}
+
+/// Debug builds: the decisions of a step that visited only the active members are the full
+/// computation's. Each visited member's decision is the one `bands::decide` over every member
+/// gives it, the cached local ranks are every member's, and for each resting member the full
+/// decision changes nothing: asleep and placed, it keeps its state and its server
+/// ([`keeps_server`]); one charged to no server rests on the same decision.
+#[cfg(debug_assertions)]
+fn check_rest(
+    core: &bands::CoreView<'_>,
+    boxes: &BTreeMap<&str, bands::BoxView<'_>>,
+    members: &BTreeMap<i32, members::Member>,
+    rest: &rest::Rest,
+    decisions: &[bands::Decision],
+    sched: &Scheduler,
+) {
+    let all: Vec<_> = members
+        .iter()
+        .map(|(t, m)| member_view(*t, m, sched, true))
+        .collect();
+    assert_eq!(rest.len(), members.len(), "rest table out of date");
+    assert_eq!(rest.ranks(), &bands::owned_ranks(&all), "local ranks");
+    let full: BTreeMap<i32, bands::Decision> = bands::decide(core, boxes, &all)
+        .into_iter()
+        .map(|d| (d.tid, d))
+        .collect();
+    for d in decisions {
+        assert_eq!(Some(d), full.get(&d.tid), "member {}", d.tid);
+    }
+    for tid in rest.resting() {
+        let (m, d) = (&members[&tid], &full[&tid]);
+        assert!(
+            restful(m),
+            "member {tid} rests but is not asleep and placed"
+        );
+        if m.charge_to.is_none() {
+            assert_eq!(
+                (d.charge_to, d.last_server),
+                (m.charge_to, m.last_server),
+                "member {tid} rests unbound on an outdated decision"
+            );
+        }
+    }
 }
 
 /// A plug-in's timer or a plug-in task's next release (`plugins.rs`) brings the loop's
@@ -698,7 +784,9 @@ impl Runtime {
         if std::mem::take(&mut self.members.own_change) {
             self.members.correct_drift(&mut self.sched, now);
             // A thread that sets its priority has usually named itself already.
-            self.pin_names.place(&self.members, &mut self.sched, now);
+            if self.pin_names.place(&self.members, &mut self.sched, now) {
+                self.members.rest.stale();
+            }
         }
         self.drive_plugins(now);
         self.sched.advance(now);
@@ -820,6 +908,7 @@ impl Runtime {
         }
         if self.pin_names.place(&self.members, &mut self.sched, now) {
             self.members.unplaced = true;
+            self.members.rest.stale();
         }
         if self.guard.take_withdrawn() {
             let again = self.publish_plans(now, &BTreeSet::new());
@@ -863,39 +952,72 @@ impl Runtime {
             })
             .collect();
         let lazy = self.sensor.is_some();
-        // Every member is decided on, asleep or not: a sleeping member left out of its box's
-        // local ranks let the members below it take its priority, so that on waking it queued
+        // Plug-in groups set priorities and vCPUs every step: every member is visited.
+        if self.system.boxes().iter().any(|b| b.spec.plugin.is_some()) {
+            self.members.rest.stale();
+        }
+        let full = !lazy || self.members.rest.is_stale();
+        let members = &self.members.by_tid;
+        let rest = &mut self.members.rest;
+        // Every member is decided on, asleep or not, or rests on a decision that still holds
+        // (`rest.rs`); every member counts in its box's local ranks: a sleeping member left out
+        // of them let the members below it take its priority, so that on waking it queued
         // behind them at the same SCHED_FIFO priority until the next step (measured: seed
         // 002's tau1 missed 27-61 of 500 jobs).
-        let views: Vec<bands::MemberView<'_>> = self
-            .members
-            .by_tid
-            .iter()
-            .map(|(tid, m)| bands::MemberView {
-                tid: *tid,
-                box_name: &m.box_name,
-                local_prio: m.local_prio,
-                ready: m.ready,
-                asleep: lazy && !m.ready && !m.frozen(),
-                placed: sched.placement(m.task),
-                last_server: m.last_server,
-                applied: m.applied.as_ref(),
-                original: m.snapshot.attr,
-                original_cpus: &m.snapshot.affinity,
-            })
-            .collect();
-        let decisions = bands::decide(&core, &boxes, &views);
+        // A full visit decides everyone (always with perf, which keeps no rest table).
+        let all: Option<Vec<_>> = full.then(|| {
+            members
+                .iter()
+                .map(|(t, m)| member_view(*t, m, sched, lazy))
+                .collect()
+        });
+        let mut ranks = None;
+        if let Some(all) = &all {
+            let r = bands::owned_ranks(all);
+            if lazy {
+                rest.reset(members.keys().copied(), r);
+            } else {
+                ranks = Some(r);
+            }
+        }
+        if lazy {
+            let live: BTreeSet<ServerId> = edf.values().flatten().copied().collect();
+            for (name, b) in &boxes {
+                let servers: Vec<ServerId> = b
+                    .servers
+                    .iter()
+                    .filter(|s| live.contains(s))
+                    .copied()
+                    .collect();
+                rest.live_servers(name, &servers);
+            }
+        }
+        let rest = &*rest;
+        let views: Vec<bands::MemberView<'_>> = all.unwrap_or_else(|| {
+            rest.active()
+                .iter()
+                .filter_map(|t| members.get(t).map(|m| member_view(*t, m, sched, lazy)))
+                .collect()
+        });
+        let ranks = ranks.as_ref().unwrap_or_else(|| rest.ranks());
+        let decisions = bands::decide_ranked(&core, &boxes, ranks, &views);
+        #[cfg(debug_assertions)]
+        if !full {
+            check_rest(&core, &boxes, members, rest, &decisions, sched);
+        }
         drop(views);
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
-            if m.charge_to != d.charge_to {
-                if let Some(c) = &m.clock {
-                    c.place(d.charge_to);
+            if !(lazy && keeps_server(m)) {
+                if m.charge_to != d.charge_to {
+                    if let Some(c) = &m.clock {
+                        c.place(d.charge_to);
+                    }
                 }
+                m.charge_to = d.charge_to;
+                m.last_server = d.last_server;
             }
-            m.charge_to = d.charge_to;
-            m.last_server = d.last_server;
             if let Some(want) = d.want {
                 // With the BPF sensor a blocked member that was placed once is left as it is
                 // (`Member::placed_asleep`: no freeze, no new band or CPU): it cannot run, and
@@ -914,7 +1036,11 @@ impl Runtime {
                     } else if !was_frozen {
                         m.frozen_asleep = !m.ready;
                     }
+                    continue;
                 }
+            }
+            if lazy && restful(m) {
+                self.members.rest.rest(d.tid, &m.box_name, m.charge_to);
             }
         }
         changes
@@ -930,7 +1056,11 @@ impl Runtime {
         self.members.open_freeze_handles();
         let mut by_server: BTreeMap<ServerId, ServerMembers<Handle>> = BTreeMap::new();
         let mut unguarded = BTreeSet::new();
-        for (tid, m) in &self.members.by_tid {
+        // A resting member adds its server, with nothing ready and no one to stop, as below.
+        for s in self.members.resting_servers() {
+            by_server.entry(s).or_default();
+        }
+        for (tid, m) in self.members.visited() {
             let (Some(s), Some(false)) = (m.charge_to, m.applied.as_ref().map(|a| a.frozen)) else {
                 continue;
             };
@@ -948,7 +1078,7 @@ impl Runtime {
             }
             if let (Some(f), Some(c)) = (&m.freeze, &m.clock) {
                 e.members.push(Handle {
-                    tid: *tid,
+                    tid,
                     freeze: f.clone(),
                     clock: c.clone(),
                     charged: m.charge.last(),
@@ -1067,11 +1197,11 @@ impl Runtime {
         if self.members.unplaced {
             return now + MIN_GRANT;
         }
+        // Resting members are not ready.
         let with_work: BTreeSet<ServerId> = self
             .members
-            .by_tid
-            .values()
-            .filter_map(|m| m.charge_to.filter(|_| m.ready))
+            .visited()
+            .filter_map(|(_, m)| m.charge_to.filter(|_| m.ready))
             .collect();
         let budget_left = self
             .sched
