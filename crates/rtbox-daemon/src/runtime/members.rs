@@ -120,9 +120,25 @@ impl Member {
                 .is_some_and(|a| !a.frozen && !a.cpus.is_empty())
     }
 
+    /// Not placed yet: the local priority of a policy it set itself since its join's record
+    /// (which then follows it), if it did ([`localprio::own_change`]).
+    fn changed_since_join(&mut self, tid: i32) -> Option<u32> {
+        let x = sched::get_attr(tid)
+            .ok()
+            .filter(|x| localprio::own_policy(x) != self.joined_policy)?;
+        self.joined_policy = localprio::own_policy(&x);
+        Some(localprio::local_priority(&x))
+    }
+
     /// Its new local priority `p` (it set its own): the core ranks its task by it, and a ready
-    /// member's EDF key follows at once.
-    fn rerank(&mut self, sched: &mut Scheduler, now: Nanos, p: u32) {
+    /// member's EDF key follows at once. `when`: when the change was seen, for the log.
+    fn rerank(&mut self, tid: i32, sched: &mut Scheduler, now: Nanos, p: u32, when: &'static str) {
+        tracing::debug!(
+            tid,
+            local_prio = p,
+            when,
+            "member set its own priority; ranked by it"
+        );
         if sched.set_priority(now, self.task, p).is_ok() {
             self.local_prio = p;
             if self.ready {
@@ -781,12 +797,8 @@ impl Members {
                 // The first placement writes the band over the thread's own priority: a
                 // priority it set since the step's read is looked at right before
                 // (`localprio::own_change`; the gap left is two system calls).
-                let own = sched::get_attr(tid)
-                    .ok()
-                    .filter(|x| localprio::own_policy(x) != m.joined_policy);
-                if let Some(x) = own {
-                    m.joined_policy = localprio::own_policy(&x);
-                    m.pending_rank = Some(localprio::local_priority(&x));
+                if let Some(p) = m.changed_since_join(tid) {
+                    m.pending_rank = Some(p);
                     self.own_change = true;
                     self.unplaced = true;
                 }
@@ -1038,29 +1050,14 @@ impl Members {
         let mut reranked = false;
         for (tid, m) in self.by_tid.iter_mut() {
             if let Some(p) = m.pending_rank.take() {
-                tracing::debug!(
-                    tid,
-                    local_prio = p,
-                    "member set its own priority at its placement; ranked"
-                );
-                m.rerank(sched, now, p);
+                m.rerank(*tid, sched, now, p, "at its placement");
                 reranked = true;
             }
             if m.applied.is_none() {
                 // Not placed yet: a priority it set after its join is its rank before its
                 // first placement writes the band over it (`localprio::own_change`).
-                let own = sched::get_attr(*tid)
-                    .ok()
-                    .filter(|x| localprio::own_policy(x) != m.joined_policy);
-                if let Some(x) = own {
-                    m.joined_policy = localprio::own_policy(&x);
-                    let p = localprio::local_priority(&x);
-                    tracing::debug!(
-                        tid,
-                        local_prio = p,
-                        "member set its own priority before its placement; ranked"
-                    );
-                    m.rerank(sched, now, p);
+                if let Some(p) = m.changed_since_join(*tid) {
+                    m.rerank(*tid, sched, now, p, "before its placement");
                     reranked = true;
                 }
                 continue;
@@ -1071,12 +1068,7 @@ impl Members {
                     .as_ref()
                     .and_then(|x| localprio::changed_by_member(x, &a.attr, m.local_prio))
                 {
-                    tracing::debug!(
-                        tid,
-                        local_prio = p,
-                        "member set its own priority; re-ranked"
-                    );
-                    m.rerank(sched, now, p);
+                    m.rerank(*tid, sched, now, p, "while managed");
                     reranked = true;
                 }
                 let attr_ok = current
