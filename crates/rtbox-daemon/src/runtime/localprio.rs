@@ -65,7 +65,7 @@ pub fn changed_by_member(current: &SchedAttr, applied: &SchedAttr, local: u32) -
 /// gets its rank from its declaration, not from its own policy. Unknown (short read): no change.
 pub fn own_change(own: Option<(u32, u32)>, applied: Option<&Applied>, joined: (u32, u32)) -> bool {
     match (own, applied) {
-        (Some((policy, prio)), Some(a)) => policy != a.attr.policy || prio != a.attr.priority,
+        (Some(own), Some(a)) => own != own_policy(&a.attr),
         (Some(own), None) => own != joined,
         _ => false,
     }
