@@ -933,7 +933,7 @@ impl Scheduler {
     /// When the core must look at a CPU again for what runs on it: its server's budget
     /// exhaustion (if its member keeps running) and, in a `fair` box, the member's round-robin
     /// rotation.
-    fn cpu_timer(&self, c: usize) -> Option<Nanos> {
+    pub(super) fn cpu_timer(&self, c: usize) -> Option<Nanos> {
         let mut next: Option<Nanos> = None;
         let mut take = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
         if let Some(r) = self.cpus[c].running {

@@ -89,6 +89,12 @@ pub struct Stop {
     /// spent anything like their budget, re-armed, and woke again (and the copy on the other
     /// CPU with it): two extra wake-ups per CPU and period, measured with `perf sched` (issue 14).
     pub pending: bool,
+    /// The loop need not look at this stop: the exhaustion changes nothing but stopping these
+    /// members (`rtbox_core::Scheduler::exhaustion_is_quiet`). The backstop then stops them
+    /// without waking a sleeping loop, and notes when ([`Backstop::take_quiet`]); the loop
+    /// replays the exhaustion at that time at its next step (its replenishment, at the
+    /// latest). One loop step per period fewer (issue 14).
+    pub quiet: bool,
 }
 
 impl Stop {
@@ -134,6 +140,9 @@ struct Shared {
     planned_at: u64,
     /// Members frozen by a backstop thread since the loop last looked.
     report: Vec<i32>,
+    /// Members frozen by a quiet stop ([`Stop::quiet`]) and when (CLOCK_MONOTONIC), until the
+    /// loop's next step takes them.
+    quiet: Vec<(i32, u64)>,
     /// Times a backstop thread stopped members.
     fired: u64,
     /// Per CPU: the time its thread's timer is armed for (0: disarmed). It is armed only from
@@ -190,6 +199,26 @@ fn earliest(plan: &[Stop]) -> u64 {
     plan.iter().filter_map(Stop::armed_due).min().unwrap_or(0)
 }
 
+/// What ended a sleep of the loop ([`Backstop::sleep_until`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Woke {
+    /// A backstop thread stopped members: the loop must take its report now (a stop that
+    /// changes what runs elsewhere, or one made while the loop was not asleep).
+    pub backstop: bool,
+    /// Which of the extra descriptors were readable.
+    pub extra: Vec<bool>,
+}
+
+impl Woke {
+    /// The deadline came (or the wait failed): nothing readable.
+    pub fn nothing(extra: usize) -> Woke {
+        Woke {
+            backstop: false,
+            extra: vec![false; extra],
+        }
+    }
+}
+
 /// The per-CPU backstop threads and their plans.
 pub struct Backstop {
     cpus: Vec<u32>,
@@ -211,6 +240,10 @@ pub struct Backstop {
     /// sleep with nothing to settle does not take it (a backstop thread holding it made the
     /// loop block on it, measured with the perf sensor at 1 ms periods).
     deferred: AtomicBool,
+    /// The loop is in [`Backstop::sleep_until`]: a quiet stop need not wake it (its sleep ends
+    /// by the stop's replenishment at the latest). Outside a sleep every stop wakes it, so a
+    /// stop made during a step is seen at once.
+    asleep: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -241,6 +274,7 @@ impl Backstop {
             timers: Vec::new(),
             kick_ns: AtomicU64::new(0),
             deferred: AtomicBool::new(false),
+            asleep: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
         };
         for _ in cpus {
@@ -250,6 +284,7 @@ impl Backstop {
         for (i, &cpu) in cpus.iter().enumerate() {
             let kick = Arc::new(EventFd::new()?);
             let (shared, kicked, wake) = (b.shared.clone(), kick.clone(), b.wake.clone());
+            let asleep = b.asleep.clone();
             let timers = timers.clone();
             let (tx, rx) = std::sync::mpsc::channel();
             let h = std::thread::Builder::new()
@@ -259,7 +294,7 @@ impl Backstop {
                     let ok = sched::set_affinity(tid, &[cpu])
                         .and_then(|_| sched::set_attr(tid, &SchedAttr::fifo(BACKSTOP_PRIO)));
                     let _ = tx.send(ok);
-                    watch(i, &shared, &timers, &kicked, &wake);
+                    watch(i, &shared, &timers, &kicked, &wake, &asleep);
                 })
                 .map_err(|e| LinuxError::Invalid(format!("backstop thread: {e}")))?;
             b.kicks.push(kick);
@@ -354,24 +389,29 @@ impl Backstop {
     }
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`, or until a backstop thread stopped members, or
-    /// one of `extra` (the BPF sensor's events, process events) is readable; which of `extra`
-    /// were readable when it woke.
-    pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Vec<bool> {
+    /// one of `extra` (the BPF sensor's events, process events) is readable; which woke it.
+    pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Woke {
         self.settle_deferred();
         let now = rtbox_linux::monotonic_ns();
         if deadline <= now {
-            return vec![false; extra.len()];
+            return Woke::nothing(extra.len());
         }
         let mut fds = vec![self.wake.as_fd()];
         fds.extend_from_slice(extra);
-        match fdwait::wait_readable(&fds, Some(deadline - now)) {
+        self.asleep.store(true, Ordering::SeqCst);
+        let woke = fdwait::wait_readable(&fds, Some(deadline - now));
+        self.asleep.store(false, Ordering::SeqCst);
+        match woke {
             Ok(r) => {
                 if r[0] {
                     self.wake.take();
                 }
-                r[1..].to_vec()
+                Woke {
+                    backstop: r[0],
+                    extra: r[1..].to_vec(),
+                }
             }
-            Err(_) => vec![false; extra.len()],
+            Err(_) => Woke::nothing(extra.len()),
         }
     }
 
@@ -417,6 +457,11 @@ impl Backstop {
         }
     }
 
+    /// The members quiet stops froze since the last call, and when (CLOCK_MONOTONIC).
+    pub fn take_quiet(&self) -> Vec<(i32, u64)> {
+        std::mem::take(&mut lock(&self.shared).quiet)
+    }
+
     /// How many times a backstop thread stopped members (the loop was late by more than
     /// [`SLACK`] at a planned exhaustion).
     pub fn fired(&self) -> u64 {
@@ -432,6 +477,7 @@ fn watch(
     timers: &[Arc<TimerFd>],
     kicked: &EventFd,
     wake: &EventFd,
+    asleep: &AtomicBool,
 ) {
     let timer = &*timers[i];
     loop {
@@ -449,6 +495,8 @@ fn watch(
         }
         let now = rtbox_linux::monotonic_ns();
         let mut froze = Vec::new();
+        // Whether every stop made here was quiet (the loop need not wake for them).
+        let mut quiet = true;
         // Every due stop is checked: a server planned after another may run first when the
         // other's members do not (blocked, or not yet woken).
         let mut k = 0;
@@ -466,6 +514,8 @@ fn watch(
                 continue;
             }
             let s = g.plans[i].remove(k);
+            quiet &= s.quiet;
+            let first = froze.len();
             for h in s.members {
                 // A member asleep by the sensor cannot run: freezing it would only wake it (the
                 // freezer signals it), and it would then count as ready. The sensor tells the
@@ -478,6 +528,10 @@ fn watch(
                 if cgroup::freeze_write(&h.freeze, true).is_ok() {
                     froze.push(h.tid);
                 }
+            }
+            if s.quiet {
+                let stopped: Vec<(i32, u64)> = froze[first..].iter().map(|&t| (t, now)).collect();
+                g.quiet.extend(stopped);
             }
         }
         let next = earliest(&g.plans[i]);
@@ -508,7 +562,9 @@ fn watch(
             }
         }
         drop(g);
-        wake.kick();
+        if !(quiet && asleep.load(Ordering::SeqCst)) {
+            wake.kick();
+        }
     }
 }
 
@@ -570,6 +626,7 @@ mod tests {
             }],
             home: 0,
             pending: false,
+            quiet: false,
         };
         // Spent: this thread sleeps, so its clock barely moves; a budget of 0 is spent.
         assert!(b.publish(vec![(0, vec![stop(0)])]).is_empty());
@@ -638,6 +695,7 @@ mod tests {
             }],
             home: 0,
             pending: false,
+            quiet: false,
         };
         // First in plan order: 1 s left, not spent. Behind it: nothing left.
         let plan = vec![stop(1, &files[0].1, 1_000_000_000), stop(2, &files[1].1, 0)];
@@ -695,6 +753,7 @@ mod tests {
             }],
             home,
             pending: true,
+            quiet: false,
         };
         let frozen = || std::fs::read(&path).unwrap() == b"1";
         let pause = || std::thread::sleep(std::time::Duration::from_millis(20));

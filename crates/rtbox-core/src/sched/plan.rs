@@ -90,6 +90,80 @@ impl Scheduler {
             .map(|(_, cpu)| cpu)
     }
 
+    /// [`Scheduler::next_exhaustion_cpu`] among the running servers `counted` accepts.
+    pub fn next_exhaustion_cpu_of(&self, counted: impl Fn(ServerId) -> bool) -> Option<u32> {
+        self.cpus
+            .iter()
+            .filter_map(|c| {
+                let s = c.running?.server?;
+                let srv = &self.servers[s.index()];
+                (!srv.throttled && counted(s)).then_some((srv.st.runtime, c.id))
+            })
+            .min()
+            .map(|(_, cpu)| cpu)
+    }
+
+    /// Whether server `s`'s budget exhaustion needs the driver at all. It does not when, were
+    /// `s` to run out at the time planned from now and nothing else happen, the only change
+    /// would be that its task stops: `s` throttled until its deadline, its CPU running nothing,
+    /// every other CPU running what it runs now (no other server of the CPU with work, no
+    /// member of a global box moving to another vCPU, no reclaimed time). A driver whose stops
+    /// are made by someone else at that time (the Linux runtime's backstop freezes the
+    /// members) may then sleep until its next other event or `s`'s replenishment
+    /// ([`Scheduler::timers_with_quiet`]), and replays the exhaustion at the stop's instant
+    /// when it next steps ([`Scheduler::charge`], then [`Scheduler::advance`] to that instant).
+    /// Answered by running the core itself on a copy, so the rule stays the core's.
+    pub fn exhaustion_is_quiet(&self, s: ServerId) -> bool {
+        let srv = &self.servers[s.index()];
+        let c = srv.cpu_idx;
+        if srv.throttled || self.cpus[c].running.and_then(|r| r.server) != Some(s) {
+            return false;
+        }
+        let left = self.budget_left(s);
+        let mut probe = self.clone();
+        if probe.charge(self.now, s, left).is_err() {
+            return false;
+        }
+        probe.advance(self.now + left);
+        probe.servers[s.index()].throttled
+            && probe
+                .cpus
+                .iter()
+                .zip(&self.cpus)
+                .enumerate()
+                .all(|(i, (after, before))| {
+                    if i == c {
+                        after.running.is_none()
+                    } else {
+                        after.running == before.running
+                    }
+                })
+    }
+
+    /// The core's timers when the exhaustions of the `quiet` servers are left to someone else
+    /// (see [`Scheduler::exhaustion_is_quiet`]): the earliest other timer (as
+    /// [`Scheduler::next_timer`] counts them), and the earliest replenishment of a running
+    /// quiet server once it ran out (hard CBS: its current deadline, rule `cbs_throttle`).
+    pub fn timers_with_quiet(
+        &self,
+        quiet: impl Fn(ServerId) -> bool,
+    ) -> (Option<Nanos>, Option<Nanos>) {
+        let min = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        let (mut other, mut replenish) = (self.next_replenish, None);
+        for (c, cpu) in self.cpus.iter().enumerate() {
+            match cpu.running.and_then(|r| r.server) {
+                Some(s) if quiet(s) => {
+                    replenish = min(replenish, Some(self.servers[s.index()].st.deadline));
+                }
+                _ => other = min(other, self.cpu_timer(c)),
+            }
+        }
+        (other, replenish)
+    }
+
     /// The smallest budget left (a negative one counts as none) of the non-throttled servers of
     /// boxes: what a member may consume unseen between two polls of a driver that only steps
     /// on timers. `None` without such a server.
@@ -233,5 +307,92 @@ mod tests {
         assert_eq!(info.servers, &[a_0, a_1]);
         assert!(!info.shared && s.box_info("nope").is_none());
         assert_eq!(s.boxes().count(), 3);
+    }
+
+    fn measured() -> Options {
+        Options {
+            accounting: crate::types::Accounting::Measured,
+            ..Options::default()
+        }
+    }
+
+    /// Issue 14: an exhaustion that only stops its own server's task needs no step of the
+    /// driver, whose next timer is then the other CPUs' and that server's replenishment; one
+    /// that lets another server of the CPU run does.
+    #[test]
+    fn an_exhaustion_is_quiet_when_it_only_stops_its_own_server() {
+        let mut s = Scheduler::new(&two_cpus_three_boxes(), measured()).unwrap();
+        let b = s.add_task(member("b", "B", 1)).unwrap();
+        let c = s.add_task(member("c", "C", 1)).unwrap();
+        for t in [b, c] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        let (b_0, c_1) = (ServerId(1), ServerId(3));
+        assert_eq!(s.running(0).and_then(|r| r.server), Some(b_0));
+        assert!(s.exhaustion_is_quiet(b_0), "B alone on CPU 0");
+        assert!(s.exhaustion_is_quiet(c_1), "C alone on CPU 1");
+        // B@0 runs out at 4 and is replenished at its deadline 9; C@1 runs out at 1.
+        assert_eq!(s.timers_with_quiet(|x| x == b_0), (Some(1), Some(9)));
+        assert_eq!(s.timers_with_quiet(|_| false), (s.next_timer(), None));
+        // Nothing changed in the scheduler itself.
+        assert_eq!(s.server(b_0).runtime, 4);
+        assert!(!s.server(b_0).throttled);
+
+        // A task of the reclaim box A on CPU 0 runs once B@0 is spent: that exhaustion needs
+        // the driver.
+        let a0 = s
+            .add_task(TaskParams {
+                cpu: Some(0),
+                ..member("a0", "A", 1)
+            })
+            .unwrap();
+        s.wake(0, a0, None).unwrap();
+        s.advance(0);
+        let running = s.running(0).and_then(|r| r.server).unwrap();
+        assert!(
+            !s.exhaustion_is_quiet(running),
+            "the other server of CPU 0 runs next"
+        );
+        assert!(s.exhaustion_is_quiet(c_1));
+        // A server that does not run is never quiet (nothing of it is planned).
+        let idle = if running == b_0 { ServerId(0) } else { b_0 };
+        assert!(!s.exhaustion_is_quiet(idle));
+    }
+
+    /// In a global box the exhaustion of the vCPU running the higher-priority task moves that
+    /// task to the other vCPU (the driver must step); the lower one's only stops it.
+    #[test]
+    fn a_global_exhaustion_that_moves_a_task_is_not_quiet() {
+        let srv = |cpu, budget, period| ServerSpec {
+            cpu,
+            budget,
+            period,
+        };
+        let g = BoxSpec::new("G", Interface::Servers(vec![srv(0, 3, 10), srv(1, 3, 10)]));
+        let mut platform = Platform::with_cpus(2);
+        platform.cap = Bandwidth::ONE;
+        let sys = System::new(platform, vec![g], vec![]).unwrap();
+        let mut s = Scheduler::new(&sys, measured()).unwrap();
+        let hi = s.add_task(member("hi", "G", 2)).unwrap();
+        let lo = s.add_task(member("lo", "G", 1)).unwrap();
+        for t in [hi, lo] {
+            s.wake(0, t, None).unwrap();
+        }
+        s.advance(0);
+        let server_of = |t| {
+            (0..2)
+                .filter_map(|c| s.running(c))
+                .find(|r| r.task == t)
+                .and_then(|r| r.server)
+                .unwrap()
+        };
+        let (s_hi, s_lo) = (server_of(hi), server_of(lo));
+        assert_ne!(s_hi, s_lo);
+        assert!(
+            !s.exhaustion_is_quiet(s_hi),
+            "hi takes the other vCPU from lo"
+        );
+        assert!(s.exhaustion_is_quiet(s_lo), "lo only stops");
     }
 }

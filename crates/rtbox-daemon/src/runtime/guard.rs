@@ -9,7 +9,7 @@ use std::os::fd::BorrowedFd;
 use rtbox_core::ServerId;
 use rtbox_model::Nanos;
 
-use crate::backstop::{self, Backstop, Handle, Locked, Stop};
+use crate::backstop::{self, Backstop, Handle, Locked, Stop, Woke};
 
 /// A server as the plan needs it.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +46,8 @@ pub struct Planned<H> {
     pub home: u32,
     pub budget: u64,
     pub members: Vec<H>,
+    /// The server's exhaustion needs no loop step ([`Stop::quiet`]); never for a copy.
+    pub quiet: bool,
 }
 
 /// Each CPU's plan from the core's exhaustion plan (`exhaustion`: per CPU, the servers with a
@@ -62,11 +64,14 @@ pub struct Planned<H> {
 /// - every CPU also watches the other CPUs' stops, [`backstop::WATCH_SLACK`] later: a vCPU
 ///   whose timer interrupt the host delivers late runs its member on while its own backstop
 ///   (and the loop, if there) sleep; measured: 300 us late wake-ups of both, and 340 us run.
+///   A copy that acts wakes the loop (its CPU was late), so copies are never quiet;
+/// - the stops of the `quiet` servers are quiet ([`Stop::quiet`]).
 pub fn plan<H: Clone>(
     now: Nanos,
     exhaustion: &BTreeMap<u32, Vec<(ServerId, Nanos)>>,
     mut by_server: BTreeMap<ServerId, ServerMembers<H>>,
     idle_stops: bool,
+    quiet: &BTreeSet<ServerId>,
     server: impl Fn(ServerId) -> PlanServer,
 ) -> Vec<(u32, Vec<Planned<H>>)> {
     let left = |info: &PlanServer| u64::try_from(info.runtime.max(0)).unwrap_or(0);
@@ -84,6 +89,7 @@ pub fn plan<H: Clone>(
                     home: cpu,
                     budget: left(&info),
                     members: m.members,
+                    quiet: quiet.contains(&s),
                 });
             }
         }
@@ -101,6 +107,7 @@ pub fn plan<H: Clone>(
                 home: info.cpu,
                 budget,
                 members: m.members,
+                quiet: false,
             });
         }
     }
@@ -113,6 +120,7 @@ pub fn plan<H: Clone>(
             if home != cpu {
                 stops.push(Planned {
                     at: st.at + backstop::WATCH_SLACK,
+                    quiet: false,
                     ..st.clone()
                 });
             }
@@ -160,6 +168,21 @@ impl Guard {
         self.backstop.is_some()
     }
 
+    /// The members quiet stops froze since the loop last looked, and when (core time, from
+    /// `epoch`: CLOCK_MONOTONIC at core time 0), in time order.
+    pub fn take_quiet(&mut self, epoch: u64) -> Vec<(i32, Nanos)> {
+        let Some(b) = &self.backstop else {
+            return Vec::new();
+        };
+        let mut v: Vec<(i32, Nanos)> = b
+            .take_quiet()
+            .into_iter()
+            .map(|(t, at)| (t, at.saturating_sub(epoch)))
+            .collect();
+        v.sort_by_key(|&(t, at)| (at, t));
+        v
+    }
+
     /// The members the backstop stopped since the loop last looked.
     pub fn take_report(&mut self, now: Nanos) -> Vec<i32> {
         let report = match &self.backstop {
@@ -200,6 +223,7 @@ impl Guard {
                             && !p.members.is_empty()
                             && p.members.iter().all(|h| thawing.contains(&h.tid)),
                         members: p.members,
+                        quiet: owned && p.quiet,
                     })
                     .collect();
                 (cpu, stops)
@@ -239,20 +263,23 @@ impl Guard {
     /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop, or one of `extra` becoming
     /// readable (the BPF sensor's events, process events), wakes it early. Which of `extra`
     /// were readable.
-    pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Vec<bool> {
+    pub fn sleep_until(&self, deadline: u64, extra: &[BorrowedFd<'_>]) -> Woke {
         match &self.backstop {
             Some(b) => b.sleep_until(deadline, extra),
             None if extra.is_empty() => {
                 rtbox_linux::sleep_until(deadline);
-                Vec::new()
+                Woke::nothing(0)
             }
             None => {
                 let now = rtbox_linux::monotonic_ns();
                 if deadline <= now {
-                    return vec![false; extra.len()];
+                    return Woke::nothing(extra.len());
                 }
-                rtbox_linux::fdwait::wait_readable(extra, Some(deadline - now))
-                    .unwrap_or_else(|_| vec![false; extra.len()])
+                Woke {
+                    backstop: false,
+                    extra: rtbox_linux::fdwait::wait_readable(extra, Some(deadline - now))
+                        .unwrap_or_else(|_| vec![false; extra.len()]),
+                }
             }
         }
     }
@@ -315,7 +342,7 @@ mod tests {
             1 => info(0, 300_000, true),
             _ => info(0, 100_000, false),
         };
-        let p = plan(1_000 * US, &exhaustion, by, true, servers);
+        let p = plan(1_000 * US, &exhaustion, by, true, &BTreeSet::new(), servers);
         assert_eq!(
             p,
             vec![(
@@ -325,13 +352,15 @@ mod tests {
                         at: 1_400 * US,
                         home: 0,
                         budget: 300_000,
-                        members: vec![11]
+                        members: vec![11],
+                        quiet: false,
                     },
                     Planned {
                         at: 1_900 * US,
                         home: 0,
                         budget: 500_000,
-                        members: vec![10]
+                        members: vec![10],
+                        quiet: false,
                     },
                 ]
             )]
@@ -347,7 +376,7 @@ mod tests {
             (ServerId(1), members(true, &[11])),
         ]);
         let servers = |s: ServerId| info(s.0, 200_000 * (1 + i64::from(s.0)), true);
-        let p = plan(0, &exhaustion, by, true, servers);
+        let p = plan(0, &exhaustion, by, true, &BTreeSet::new(), servers);
         let cpu0 = &p[0].1;
         let cpu1 = &p[1].1;
         // Server 0 (blocked) is still stopped after its whole budget from now.
@@ -373,6 +402,9 @@ mod tests {
             throttled: s.0 == 0,
             hard: s.0 == 0,
         };
-        assert_eq!(plan(0, &exhaustion, by, true, servers), vec![(0, vec![])]);
+        assert_eq!(
+            plan(0, &exhaustion, by, true, &BTreeSet::new(), servers),
+            vec![(0, vec![])]
+        );
     }
 }

@@ -712,6 +712,17 @@ impl Members {
         }
     }
 
+    /// Charges `tids` alone at core time `at`: members the backstop froze at `at`, whose
+    /// figures stopped there (`Runtime::replay_quiet_stops`).
+    pub fn charge_these(&mut self, sched: &mut Scheduler, at: Nanos, tids: &[i32]) {
+        let mono = rtbox_bpf::now_ns();
+        for tid in tids {
+            if let Some(m) = self.by_tid.get_mut(tid) {
+                charge_one(*tid, m, sched, at, mono, &mut self.own_change);
+            }
+        }
+    }
+
     /// The charge with a fresh rest table: resting members the sensor marked (stirred when
     /// they became ready), then every active member.
     fn charge_visited(&mut self, sched: &mut Scheduler, now: Nanos, mono: u64, dirty: &[u32]) {

@@ -176,6 +176,8 @@ pub struct Runtime {
     plugins: plugins::PluginDriver,
     /// The servers whose stops the backstop owns (BPF sensor; see [`wakeup::owned_stop`]).
     owned: BTreeSet<ServerId>,
+    /// The owned servers whose exhaustion needs no step ([`backstop::Stop::quiet`]).
+    quiet: BTreeSet<ServerId>,
     /// Configured tasks of pinned boxes on the analysis's vCPUs (`pinnames.rs`).
     pin_names: pinnames::PinNames,
 }
@@ -490,6 +492,7 @@ impl Runtime {
             plugins: plugins::PluginDriver::default(),
             pin_names: pinnames::PinNames::default(),
             owned: BTreeSet::new(),
+            quiet: BTreeSet::new(),
         })
     }
 
@@ -761,6 +764,8 @@ impl Runtime {
         self.measure_loop(now);
         let now = self.now().max(now);
         self.step_started = now;
+        // Before anything else touches the core at `now`: quiet stops happened earlier.
+        self.replay_quiet_stops(now);
         self.members.take_events(&mut self.sched, &self.system, now);
         if let Some(s) = &self.sensor {
             if sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now) {
@@ -810,6 +815,30 @@ impl Runtime {
         // charging and stopping (measured: a member ran 0.2 ms past its budget behind one).
         // New members are charged and placed by the next step, at once (`next_wakeup`).
         self.scan_members(now);
+    }
+
+    /// Replays the exhaustions the backstop made at quiet stops while the loop slept
+    /// ([`backstop::Stop::quiet`]), each at its own time: the stopped members are charged there
+    /// (their figures stopped with them), so the core throttles their server at the stop and
+    /// replenishes it at its deadline, as if the loop had stepped at the stop. Charged at the
+    /// later step instead, the server would have looked spent only then, after its deadline,
+    /// and restarted from there (the lagging rule), a period shifted per period.
+    fn replay_quiet_stops(&mut self, now: Nanos) {
+        let stops = self.guard.take_quiet(self.epoch);
+        let mut k = 0;
+        while k < stops.len() {
+            let at = stops[k].1;
+            let n = stops[k..].iter().take_while(|s| s.1 == at).count();
+            let tids: Vec<i32> = stops[k..k + n].iter().map(|s| s.0).collect();
+            k += n;
+            let at = at.clamp(self.sched.now(), now);
+            self.members.mark_frozen(&tids);
+            self.members.charge_these(&mut self.sched, at, &tids);
+            self.settle_owned(at, &tids);
+            self.sched.advance(at);
+            self.plugins.observe(at, &self.sched);
+            self.record_events(at);
+        }
     }
 
     /// A server whose members the backstop stopped at an owned stop, with less than
@@ -1100,8 +1129,14 @@ impl Runtime {
         let exhaustion = self
             .sched
             .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
+        self.quiet = self
+            .owned
+            .iter()
+            .filter(|&&s| self.sched.exhaustion_is_quiet(s))
+            .copied()
+            .collect();
         let sched = &self.sched;
-        let plans = guard::plan(now, &exhaustion, by_server, !owns, |s| {
+        let plans = guard::plan(now, &exhaustion, by_server, !owns, &self.quiet, |s| {
             let info = sched.server(s);
             PlanServer {
                 cpu: info.cpu,
@@ -1206,15 +1241,20 @@ impl Runtime {
         let budget_left = self
             .sched
             .min_budget_left_with_work(|s| with_work.contains(&s));
-        let exhausting_here =
-            self.pin.cpu().is_some() && self.pin.cpu() == self.sched.next_exhaustion_cpu();
-        let owned = self
-            .sched
-            .next_exhaustion_cpu()
+        // Quiet exhaustions need no step: their servers' replenishments do.
+        let loud = |s: ServerId| !self.quiet.contains(&s);
+        let (next_timer, quiet_replenishment) = if self.quiet.is_empty() {
+            (self.sched.next_timer(), None)
+        } else {
+            self.sched.timers_with_quiet(|s| !loud(s))
+        };
+        let next_exhaustion_cpu = self.sched.next_exhaustion_cpu_of(loud);
+        let exhausting_here = self.pin.cpu().is_some() && self.pin.cpu() == next_exhaustion_cpu;
+        let owned = next_exhaustion_cpu
             .and_then(|c| self.sched.running(c))
             .and_then(|r| r.server)
             .is_some_and(|s| self.owned.contains(&s));
-        let timer = self.sched.next_timer().map(|t| {
+        let timer = next_timer.map(|t| {
             if self.sched.next_replenishment() == Some(t) {
                 return t;
             }
@@ -1231,6 +1271,10 @@ impl Runtime {
                 t
             }
         });
+        let timer = match (timer, quiet_replenishment) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         tracing::trace!(
             now,
             timer = ?timer.map(|t| t as i64 - now as i64),

@@ -1,0 +1,169 @@
+// The floor of a user-space hard CBS on this machine (issue 14): the CPU time of the
+// wake-ups alone, with nothing done in them, in the pattern the daemon needs per server period
+// with the BPF sensor and quiet stops:
+//   - a loop thread (SCHED_FIFO 98, on the server's CPU) woken by a timer at each
+//     replenishment, which kicks the other CPU's backstop through an eventfd (the watch copy's
+//     re-arm, docs/runtime.md);
+//   - the server CPU's backstop (SCHED_FIFO 97, same CPU), woken by its timer at the
+//     exhaustion, Q after the replenishment;
+//   - the other CPU's backstop (SCHED_FIFO 97), woken by the kick.
+// A busy thread (SCHED_OTHER) runs on the server's CPU meanwhile, as the member would.
+// Prints the three threads' CPU time per second (schedstat) and per wake-up.
+// usage: wake-floor PERIOD_US BUDGET_US SECONDS [CPU OTHER_CPU]
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+static long period_ns, budget_ns, seconds;
+static int cpu, other_cpu;
+static int kick_fd;
+static volatile int stop;
+static struct timespec start;
+static pid_t tids[3];
+
+static void pin(int c, int prio) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (prio) {
+        struct sched_param p = {.sched_priority = prio};
+        if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) != 0) {
+            fprintf(stderr, "wake-floor: SCHED_FIFO needs root\n");
+            exit(2);
+        }
+    }
+}
+
+static struct timespec at(long ns) {
+    struct timespec t = start;
+    long long total = (long long)t.tv_nsec + ns;
+    t.tv_sec += total / 1000000000LL;
+    t.tv_nsec = total % 1000000000LL;
+    return t;
+}
+
+static void sleep_on_timer(int tfd, struct timespec t) {
+    struct itimerspec its = {.it_value = t};
+    timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    struct pollfd pf = {.fd = tfd, .events = POLLIN};
+    ppoll(&pf, 1, NULL, NULL);
+    uint64_t x;
+    if (read(tfd, &x, 8) < 0) {
+    }
+}
+
+static void *loop_thread(void *arg) {
+    (void)arg;
+    tids[0] = (pid_t)syscall(SYS_gettid);
+    pin(cpu, 98);
+    int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+    for (long k = 1; k <= seconds * 1000000000L / period_ns; k++) {
+        sleep_on_timer(tfd, at(k * period_ns));
+        uint64_t one = 1;
+        if (write(kick_fd, &one, 8) < 0) {
+        }
+    }
+    stop = 1;
+    uint64_t one = 1;
+    if (write(kick_fd, &one, 8) < 0) {
+    }
+    return NULL;
+}
+
+static void *stop_thread(void *arg) {
+    (void)arg;
+    tids[1] = (pid_t)syscall(SYS_gettid);
+    pin(cpu, 97);
+    int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+    for (long k = 1; !stop && k <= seconds * 1000000000L / period_ns; k++)
+        sleep_on_timer(tfd, at(k * period_ns + budget_ns));
+    return NULL;
+}
+
+static void *watch_thread(void *arg) {
+    (void)arg;
+    tids[2] = (pid_t)syscall(SYS_gettid);
+    pin(other_cpu, 97);
+    while (!stop) {
+        struct pollfd pf = {.fd = kick_fd, .events = POLLIN};
+        ppoll(&pf, 1, NULL, NULL);
+        uint64_t x;
+        if (read(kick_fd, &x, 8) < 0) {
+        }
+    }
+    return NULL;
+}
+
+static void *busy_thread(void *arg) {
+    (void)arg;
+    pin(cpu, 0);
+    while (!stop) {
+    }
+    return NULL;
+}
+
+static double cpu_of(pid_t tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    FILE *f = fopen(path, "r");
+    double ns = 0;
+    if (f) {
+        if (fscanf(f, "%lf", &ns) != 1)
+            ns = 0;
+        fclose(f);
+    }
+    return ns;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: wake-floor PERIOD_US BUDGET_US SECONDS [CPU OTHER_CPU]\n");
+        return 2;
+    }
+    period_ns = atol(argv[1]) * 1000;
+    budget_ns = atol(argv[2]) * 1000;
+    seconds = atol(argv[3]);
+    cpu = argc > 4 ? atoi(argv[4]) : 0;
+    other_cpu = argc > 5 ? atoi(argv[5]) : 1;
+    if (period_ns <= 0 || budget_ns <= 0 || budget_ns >= period_ns || seconds <= 0) {
+        fprintf(stderr, "wake-floor: need 0 < BUDGET_US < PERIOD_US and SECONDS > 0\n");
+        return 2;
+    }
+    kick_fd = eventfd(0, 0);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    start = at(100000000L);
+    pthread_t t[4];
+    pthread_create(&t[3], NULL, busy_thread, NULL);
+    pthread_create(&t[2], NULL, watch_thread, NULL);
+    pthread_create(&t[1], NULL, stop_thread, NULL);
+    pthread_create(&t[0], NULL, loop_thread, NULL);
+    // Each thread's CPU time is read before it exits.
+    pthread_join(t[1], NULL);
+    double stop_ns = cpu_of(tids[1]);
+    while (!stop)
+        usleep(1000);
+    double loop_ns = cpu_of(tids[0]);
+    double watch_ns = cpu_of(tids[2]);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    long periods = seconds * 1000000000L / period_ns;
+    double total = loop_ns + stop_ns + watch_ns;
+    printf("%ld us / %ld us: %ld periods; CPU per second: loop %.4f, backstop %.4f, other CPU "
+           "%.4f, total %.4f; per period %.1f us (%.1f us per wake-up)\n",
+           budget_ns / 1000, period_ns / 1000, periods, loop_ns / seconds / 1e9,
+           stop_ns / seconds / 1e9, watch_ns / seconds / 1e9, total / seconds / 1e9,
+           total / periods / 1e3, total / periods / 3 / 1e3);
+    return 0;
+}
