@@ -185,6 +185,9 @@ if command -v cyclictest >/dev/null; then
 fi
 d0=0
 [ -n "$d" ] && d0=$(cat /proc/"$d"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}')
+# Per daemon thread: name and CPU ns at the start (printed per thread at the end).
+threads0=""
+[ -n "$d" ] && threads0=$(for t in /proc/"$d"/task/*; do echo "$(cat "$t/comm") $(cut -d' ' -f1 "$t/schedstat")"; done 2>/dev/null)
 t0=$(date +%s%N)
 for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
@@ -192,6 +195,8 @@ if [ -n "$d" ]; then
   d1=$(cat /proc/"$d"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}')
   t1=$(date +%s%N)
   echo "rtbox $bg background: daemon CPU $(awk -v c=$((d1 - d0)) -v t=$((t1 - t0)) 'BEGIN {printf "%.4f", c / t}'); $("$RTBOX" status --socket "$DIR/s" | grep -E '^loop' || true)" >&2
+  threads1=$(for t in /proc/"$d"/task/*; do echo "$(cat "$t/comm") $(cut -d' ' -f1 "$t/schedstat")"; done 2>/dev/null)
+  echo "rtbox $bg background: per thread, CPU: $(awk -v t=$((t1 - t0)) 'NR == FNR {a[$1] = $2; next} {printf "%s %.4f  ", $1, ($2 - a[$1]) / t}' <(echo "$threads0") <(echo "$threads1"))" >&2
 fi
 if [ -n "${canary:-}" ]; then
   wait "$canary" || true

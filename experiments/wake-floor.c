@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +29,10 @@ static int cpu, other_cpu;
 static int kick_fd;
 static volatile int stop;
 static struct timespec start;
-static pid_t tids[3];
+// Each thread's own CPU time (ns), read by itself just before it ends.
+static double spent[3];
+
+static double own_cpu(void);
 
 static void pin(int c, int prio) {
     cpu_set_t set;
@@ -66,7 +68,6 @@ static void sleep_on_timer(int tfd, struct timespec t) {
 
 static void *loop_thread(void *arg) {
     (void)arg;
-    tids[0] = (pid_t)syscall(SYS_gettid);
     pin(cpu, 98);
     int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
     for (long k = 1; k <= seconds * 1000000000L / period_ns; k++) {
@@ -75,6 +76,7 @@ static void *loop_thread(void *arg) {
         if (write(kick_fd, &one, 8) < 0) {
         }
     }
+    spent[0] = own_cpu();
     stop = 1;
     uint64_t one = 1;
     if (write(kick_fd, &one, 8) < 0) {
@@ -84,17 +86,16 @@ static void *loop_thread(void *arg) {
 
 static void *stop_thread(void *arg) {
     (void)arg;
-    tids[1] = (pid_t)syscall(SYS_gettid);
     pin(cpu, 97);
     int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
     for (long k = 1; !stop && k <= seconds * 1000000000L / period_ns; k++)
         sleep_on_timer(tfd, at(k * period_ns + budget_ns));
+    spent[1] = own_cpu();
     return NULL;
 }
 
 static void *watch_thread(void *arg) {
     (void)arg;
-    tids[2] = (pid_t)syscall(SYS_gettid);
     pin(other_cpu, 97);
     while (!stop) {
         struct pollfd pf = {.fd = kick_fd, .events = POLLIN};
@@ -103,6 +104,7 @@ static void *watch_thread(void *arg) {
         if (read(kick_fd, &x, 8) < 0) {
         }
     }
+    spent[2] = own_cpu();
     return NULL;
 }
 
@@ -114,10 +116,8 @@ static void *busy_thread(void *arg) {
     return NULL;
 }
 
-static double cpu_of(pid_t tid) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
-    FILE *f = fopen(path, "r");
+static double own_cpu(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
     double ns = 0;
     if (f) {
         if (fscanf(f, "%lf", &ns) != 1)
@@ -149,15 +149,9 @@ int main(int argc, char **argv) {
     pthread_create(&t[2], NULL, watch_thread, NULL);
     pthread_create(&t[1], NULL, stop_thread, NULL);
     pthread_create(&t[0], NULL, loop_thread, NULL);
-    // Each thread's CPU time is read before it exits.
-    pthread_join(t[1], NULL);
-    double stop_ns = cpu_of(tids[1]);
-    while (!stop)
-        usleep(1000);
-    double loop_ns = cpu_of(tids[0]);
-    double watch_ns = cpu_of(tids[2]);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
+    double loop_ns = spent[0], stop_ns = spent[1], watch_ns = spent[2];
     long periods = seconds * 1000000000L / period_ns;
     double total = loop_ns + stop_ns + watch_ns;
     printf("%ld us / %ld us: %ld periods; CPU per second: loop %.4f, backstop %.4f, other CPU "

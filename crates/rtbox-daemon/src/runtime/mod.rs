@@ -300,6 +300,48 @@ fn plugins_wakeup(at: Nanos, now: Nanos, plugin: Option<Nanos>) -> Nanos {
     plugin.map_or(at, |p| at.min(p.max(now + MIN_GRANT)))
 }
 
+/// The owned servers whose exhaustions need no loop step ([`backstop::Stop::quiet`]), asked of
+/// the core ([`Scheduler::exhaustion_is_quiet`], which runs a copy of itself: ~10 us with a
+/// few members) only where the answer can save a step. Asked in the order of the planned
+/// exhaustions (`exhaustion`, the core's plan), only for servers alone with work on their CPU
+/// (the plan lists the others, which then run: never quiet), and only while no step comes
+/// first anyway: another server's replenishment, a loud exhaustion, or a quiet server's own
+/// replenishment. Asked for every server alone on its CPU, the copies were 8 % of the loop's
+/// CPU in seed 002 (`perf record`), where most exhaustions come after a job ends anyway.
+/// A server not asked is loud: its stop wakes the loop, as before quiet stops.
+fn quiet_servers(
+    sched: &Scheduler,
+    exhaustion: &BTreeMap<u32, Vec<(ServerId, Nanos)>>,
+    owned: &BTreeSet<ServerId>,
+) -> BTreeSet<ServerId> {
+    let alone = |v: &Vec<(ServerId, Nanos)>| v.len() == 1 && owned.contains(&v[0].0);
+    let mut candidates: Vec<(Nanos, ServerId)> = exhaustion
+        .values()
+        .filter(|v| alone(v))
+        .map(|v| (v[0].1, v[0].0))
+        .collect();
+    candidates.sort_unstable();
+    let loud = exhaustion
+        .values()
+        .filter(|v| !alone(v))
+        .filter_map(|v| v.first().map(|e| e.1))
+        .min();
+    let mut horizon = [sched.next_replenishment(), loud]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(Nanos::MAX);
+    let mut quiet = BTreeSet::new();
+    for (at, s) in candidates {
+        if at >= horizon || !sched.exhaustion_is_quiet(s) {
+            break;
+        }
+        quiet.insert(s);
+        horizon = horizon.min(sched.server(s).deadline);
+    }
+    quiet
+}
+
 /// The loop's cost for `kind`: the options' step cost; the perf sensor polls at the options'
 /// intervals, the BPF sensor only at its safety scan ([`LoopCost::BPF`]).
 fn loop_cost(opts: &RuntimeOptions, kind: SensorKind) -> LoopCost {
@@ -1129,12 +1171,7 @@ impl Runtime {
         let exhaustion = self
             .sched
             .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
-        self.quiet = self
-            .owned
-            .iter()
-            .filter(|&&s| self.sched.exhaustion_is_quiet(s))
-            .copied()
-            .collect();
+        self.quiet = quiet_servers(&self.sched, &exhaustion, &self.owned);
         let sched = &self.sched;
         let plans = guard::plan(now, &exhaustion, by_server, !owns, &self.quiet, |s| {
             let info = sched.server(s);
