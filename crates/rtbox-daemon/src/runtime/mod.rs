@@ -1451,6 +1451,43 @@ mod tests {
         System::new(Platform::with_cpus(1), v, vec![]).unwrap()
     }
 
+    /// Issue 14: the core is asked about quiet exhaustions only for a server alone with work
+    /// on its CPU whose exhaustion comes before any other step; once one is loud, no later
+    /// one is asked (the loop steps there anyway).
+    #[test]
+    fn quiet_servers_are_asked_in_exhaustion_order_before_any_other_step() {
+        // Box B alone on CPU 0 (3 ms of 10 ms); box A beside it when `with_a`.
+        let run = |with_a: bool| {
+            let mut sched = Scheduler::new(&boxes(3 * MS, with_a), core_options()).unwrap();
+            let member = |name: &str, b: &str| TaskParams {
+                box_name: Some(b.into()),
+                ..TaskParams::background(name, 1)
+            };
+            let mut tasks = vec![sched.add_task(member("b", "B")).unwrap()];
+            if with_a {
+                tasks.push(sched.add_task(member("a", "A")).unwrap());
+            }
+            for t in tasks {
+                sched.wake(0, t, None).unwrap();
+            }
+            sched.advance(0);
+            let owned: BTreeSet<ServerId> = (0..sched.server_count())
+                .map(|i| ServerId(i as u32))
+                .collect();
+            let plan = sched.exhaustion_plan(0, |_| true);
+            (quiet_servers(&sched, &plan, &owned), sched)
+        };
+        let (quiet, sched) = run(false);
+        let b = sched.box_servers("B")[0];
+        assert_eq!(
+            quiet,
+            BTreeSet::from([b]),
+            "B alone: its exhaustion only stops it"
+        );
+        let (quiet, _) = run(true);
+        assert!(quiet.is_empty(), "the other box runs next on CPU 0: loud");
+    }
+
     /// The `_total` samples of a metrics text, by series.
     fn totals(text: &str) -> BTreeMap<String, f64> {
         text.lines()
