@@ -873,7 +873,10 @@ impl Runtime {
             let n = stops[k..].iter().take_while(|s| s.1 == at).count();
             let tids: Vec<i32> = stops[k..k + n].iter().map(|s| s.0).collect();
             k += n;
-            let at = at.clamp(self.sched.now(), now);
+            // Never before the core's own time (a request handled before the step may have
+            // moved it), never after the step.
+            let floor = self.sched.now();
+            let at = at.max(floor).min(now.max(floor));
             self.members.mark_frozen(&tids);
             self.members.charge_these(&mut self.sched, at, &tids);
             self.settle_owned(at, &tids);
