@@ -66,7 +66,8 @@ pub fn after_own_step(t: Nanos, step_started: Nanos, now: Nanos) -> Nanos {
 /// only the fallback, [`OWNED_FALLBACK`] after `t`. Before, the loop woke at `t`
 /// itself and, each of its own wake-ups costing the member's budget 20-40 us of switches
 /// here, found a few tens of microseconds left and stepped 2-3 more times per exhaustion
-/// (docs/benchmarks-runtime.md, "BPF sensor").
+/// (docs/benchmarks-runtime.md, "BPF sensor"). A quiet exhaustion (`backstop::Stop::quiet`)
+/// has no such wake-up at all: the loop sleeps to the server's replenishment.
 pub fn owned_stop(t: Nanos) -> Nanos {
     t + OWNED_FALLBACK
 }
