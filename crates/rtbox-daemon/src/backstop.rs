@@ -530,8 +530,7 @@ fn watch(
                 }
             }
             if s.quiet {
-                let stopped: Vec<(i32, u64)> = froze[first..].iter().map(|&t| (t, now)).collect();
-                g.quiet.extend(stopped);
+                g.quiet.extend(froze[first..].iter().map(|&t| (t, now)));
             }
         }
         let next = earliest(&g.plans[i]);

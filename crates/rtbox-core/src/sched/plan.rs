@@ -79,15 +79,7 @@ impl Scheduler {
     /// CPU id), i.e. where the next budget exhaustion happens if nothing changes; `None` when no
     /// server runs.
     pub fn next_exhaustion_cpu(&self) -> Option<u32> {
-        self.cpus
-            .iter()
-            .filter_map(|c| {
-                let s = c.running?.server?;
-                let srv = &self.servers[s.index()];
-                (!srv.throttled).then_some((srv.st.runtime, c.id))
-            })
-            .min()
-            .map(|(_, cpu)| cpu)
+        self.next_exhaustion_cpu_of(|_| true)
     }
 
     /// [`Scheduler::next_exhaustion_cpu`] among the running servers `counted` accepts.
@@ -148,18 +140,13 @@ impl Scheduler {
         &self,
         quiet: impl Fn(ServerId) -> bool,
     ) -> (Option<Nanos>, Option<Nanos>) {
-        let min = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
         let (mut other, mut replenish) = (self.next_replenish, None);
         for (c, cpu) in self.cpus.iter().enumerate() {
-            match cpu.running.and_then(|r| r.server) {
-                Some(s) if quiet(s) => {
-                    replenish = min(replenish, Some(self.servers[s.index()].st.deadline));
-                }
-                _ => other = min(other, self.cpu_timer(c)),
-            }
+            let (earliest, t) = match cpu.running.and_then(|r| r.server) {
+                Some(s) if quiet(s) => (&mut replenish, Some(self.servers[s.index()].st.deadline)),
+                _ => (&mut other, self.cpu_timer(c)),
+            };
+            *earliest = [*earliest, t].into_iter().flatten().min();
         }
         (other, replenish)
     }

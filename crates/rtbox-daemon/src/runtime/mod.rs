@@ -1311,10 +1311,7 @@ impl Runtime {
                 t
             }
         });
-        let timer = match (timer, quiet_replenishment) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let timer = [timer, quiet_replenishment].into_iter().flatten().min();
         tracing::trace!(
             now,
             timer = ?timer.map(|t| t as i64 - now as i64),
