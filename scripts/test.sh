@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CARGO_TERM_COLOR=never
+# A one-off build gains nothing from incremental caches, which were a quarter of the target
+# directory (2.3 of 9 GB).
+export CARGO_INCREMENTAL=0
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace
