@@ -14,39 +14,33 @@
 //! reads can meet this, and an exiting thread can be on the loop's CPU below it at any time, so
 //! the loop cannot avoid it by what it reads; the guard undoes it when it happens.
 //!
-//! Rule: when the loop has not finished an iteration for [`WINDOW`] and used at least
-//! [`SPIN_SHARE`] of that window on a CPU (it spins, it does not sleep), it is lowered to
-//! SCHED_FIFO 1 (below every member and backstop thread); one window later, still spinning, to
+//! Rule: when the loop has used [`SPIN_CPU`] of CPU without finishing an iteration (it spins, it
+//! does not sleep: its steps take well under 1 ms of CPU), it is lowered to SCHED_FIFO 1 (below
+//! every member and backstop thread); after another [`SPIN_CPU`] still inside that iteration, to
 //! SCHED_OTHER (below normal threads too: a normal thread is what it waits for). The loop takes
 //! its priority back at the start of its next iteration ([`SpinGuard::beat`]).
 //!
-//! The guard runs at SCHED_FIFO 99, not pinned, so it runs beside a loop that spins on one CPU;
-//! it wakes every [`WINDOW`] and reads two clocks. Each wake-up costs ~50 us of CPU on this
-//! VM (issue 14: at every half window it was 0.001 CPU, a quarter of the daemon's budget for a
-//! 20 ms / 100 ms box); a spin is caught within two windows instead of one and a half.
+//! The guard runs at SCHED_FIFO 99, not pinned, so it runs beside a loop that spins on one CPU.
+//! It sleeps on an alarm on the loop's CPU clock ([`CpuAlarm`]), so it wakes once per
+//! [`SPIN_CPU`] of the loop's CPU (every 3-20 s for the loop's usual 0.4-3 %), not on a wall
+//! clock: each wake-up costs ~50 us on this VM, and waking every 100 ms was 0.0005 CPU, half the
+//! daemon's budget for a 20 ms / 100 ms box (issue 14). A spin is caught after one to two
+//! [`SPIN_CPU`] of it (the alarm may have been armed before the iteration began).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use rtbox_linux::cpuclock::CpuClock;
+use rtbox_linux::cpuclock::{AlarmWaker, CpuAlarm, CpuClock};
 use rtbox_linux::sched::{self, SchedAttr};
 
-/// How long an iteration of the loop may last before the guard looks at its CPU time. The
-/// loop's steps take well under 1 ms; a cgroup move may wait 13-64 ms for an RCU grace period,
-/// but sleeping, so it does not count as spinning.
-pub const WINDOW: u64 = 100_000_000;
-
-/// Share of [`WINDOW`] the loop must have run on a CPU to count as spinning.
-pub const SPIN_SHARE: f64 = 0.8;
+/// CPU time the loop may use inside one iteration before it counts as spinning. Its steps take
+/// well under 1 ms; a cgroup move may wait 13-64 ms for an RCU grace period, but sleeping, so it
+/// uses no CPU.
+pub const SPIN_CPU: u64 = 80_000_000;
 
 /// Priority of the guard thread: above the loop, so that it runs beside (or preempts) it.
 pub const GUARD_PRIO: u32 = 99;
-
-/// The guard's view of what the loop did in a window: whether it is spinning.
-pub fn spinning(since_beat: u64, cpu_used: u64) -> bool {
-    since_beat >= WINDOW && cpu_used as f64 >= SPIN_SHARE * WINDOW as f64
-}
 
 /// The level the guard lowers the loop to after `windows` spinning windows in a row.
 pub fn lowered_to(windows: u32) -> Option<SchedAttr> {
@@ -73,6 +67,8 @@ pub struct SpinGuard {
     shared: Arc<Shared>,
     loop_tid: i32,
     loop_attr: SchedAttr,
+    /// Ends the guard's wait when it is dropped.
+    waker: AlarmWaker,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -86,17 +82,29 @@ impl SpinGuard {
             .beat
             .store(rtbox_linux::monotonic_ns(), Ordering::SeqCst);
         let s = shared.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("rtbox-spinguard".into())
             .spawn(move || {
                 let _ = sched::set_attr(0, &SchedAttr::fifo(GUARD_PRIO));
-                watch(&s, clock, loop_tid);
+                match CpuAlarm::new(clock) {
+                    Ok(alarm) => {
+                        let _ = ready_tx.send(Some(alarm.waker()));
+                        watch(&s, alarm, loop_tid);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no spin guard: its CPU-time alarm failed");
+                        let _ = ready_tx.send(None);
+                    }
+                }
             })
             .ok()?;
+        let waker = ready_rx.recv().ok().flatten()?;
         Some(SpinGuard {
             shared,
             loop_tid,
             loop_attr,
+            waker,
             thread: Some(thread),
         })
     }
@@ -125,36 +133,31 @@ impl SpinGuard {
 impl Drop for SpinGuard {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// The guard thread: every window, is the loop inside one iteration for a window or more and on
-/// a CPU most of it? Then lower it a level.
-fn watch(s: &Shared, clock: CpuClock, loop_tid: i32) {
-    let mut last = (rtbox_linux::monotonic_ns(), clock.read().unwrap_or(0));
+/// The guard thread: each time the loop has used [`SPIN_CPU`] more, did it beat meanwhile? If
+/// not, lower it a level.
+fn watch(s: &Shared, mut alarm: CpuAlarm, loop_tid: i32) {
     let mut beat_seen = s.beat.load(Ordering::SeqCst);
     let mut windows = 0u32;
     while !s.stop.load(Ordering::SeqCst) {
-        rtbox_linux::sleep_until(rtbox_linux::monotonic_ns() + WINDOW);
-        let now = rtbox_linux::monotonic_ns();
-        let Some(cpu) = clock.read() else {
+        if let Err(e) = alarm.arm_after(SPIN_CPU).and_then(|()| alarm.wait()) {
+            tracing::warn!(error = %e, "the spin guard stops: its CPU-time alarm failed");
             return;
-        };
+        }
+        if s.stop.load(Ordering::SeqCst) {
+            return;
+        }
         let beat = s.beat.load(Ordering::SeqCst);
         if beat != beat_seen {
-            // The loop got through an iteration: a new window starts.
+            // The loop got through an iteration: the CPU was spread over several.
             beat_seen = beat;
             windows = 0;
-            last = (now, cpu);
-            continue;
-        }
-        if !spinning(now - last.0, cpu.saturating_sub(last.1)) {
-            if now - last.0 >= WINDOW {
-                last = (now, cpu);
-            }
             continue;
         }
         windows += 1;
@@ -168,7 +171,6 @@ fn watch(s: &Shared, clock: CpuClock, loop_tid: i32) {
             let _ = sched::set_attr(loop_tid, &attr);
             s.lowered.store(true, Ordering::SeqCst);
         }
-        last = (now, cpu);
     }
 }
 
@@ -177,13 +179,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_long_iteration_on_a_cpu_is_spinning() {
-        assert!(spinning(WINDOW, WINDOW));
-        assert!(spinning(2 * WINDOW, (0.8 * WINDOW as f64) as u64));
-        // Sleeping in the kernel (an RCU grace period): long, little CPU.
-        assert!(!spinning(3 * WINDOW, WINDOW / 10));
-        // Busy but short.
-        assert!(!spinning(WINDOW / 2, WINDOW / 2));
+    fn a_spin_lowers_to_fifo_1_then_to_a_normal_policy() {
         assert_eq!(lowered_to(0), None);
         assert_eq!(lowered_to(1), Some(SchedAttr::fifo(1)));
         assert_eq!(lowered_to(2), Some(SchedAttr::other(0)));
@@ -207,7 +203,7 @@ mod tests {
             let g = SpinGuard::start(fifo).expect("guard");
             let t0 = rtbox_linux::monotonic_ns();
             let mut lowered_after = None;
-            while rtbox_linux::monotonic_ns() - t0 < 10 * WINDOW {
+            while rtbox_linux::monotonic_ns() - t0 < 10 * SPIN_CPU {
                 std::hint::spin_loop();
                 if !sched::get_attr(0).unwrap().same_policy(&fifo) {
                     lowered_after = Some(rtbox_linux::monotonic_ns() - t0);
@@ -215,7 +211,9 @@ mod tests {
                 }
             }
             let after = lowered_after.expect("a spinning loop was not lowered");
-            assert!(after <= 4 * WINDOW, "lowered after {after} ns");
+            // One to two SPIN_CPU of spinning, plus a tick for the alarm; a FIFO 50 thread
+            // has its CPU even beside hogs of normal policy.
+            assert!(after <= 4 * SPIN_CPU, "lowered after {after} ns");
             assert_eq!(g.caught(), 1);
             g.beat();
             assert!(
