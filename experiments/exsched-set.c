@@ -2,10 +2,10 @@
  * One random task set of the real-kernel Figure 11 (experiments/exsched-fig11-real.sh): one
  * thread per task, each a periodic task of the rtbox API in the box named by RTBOX_BOX. All
  * threads enter and declare first; then every first job is released at one common instant
- * (the critical instant the simulator starts from), and each job burns its whole WCET of
- * thread CPU time before rt_wait_for_period.
+ * (the critical instant the simulator starts from), and each job burns W of thread CPU time
+ * (its whole WCET C unless given) before rt_wait_for_period.
  *
- *   exsched-set DELAY_US DURATION_US C1:T1 [C2:T2 ...]     (times in microseconds, D = T)
+ *   exsched-set DELAY_US DURATION_US C1:T1[:W1] [C2:T2[:W2] ...]   (microseconds, D = T, W <= C)
  *
  * Prints, on stdout, one line per task `task I C_NS T_NS JOBS MISSES TID` and one line per
  * missed job `miss I RELEASE_NS END_NS` (CLOCK_MONOTONIC), so the caller can match each miss
@@ -30,7 +30,7 @@
 
 struct task {
 	int index;
-	uint64_t wcet, period;
+	uint64_t wcet, period, work;
 	uint64_t jobs, misses;
 	int tid;
 	int failed;
@@ -87,7 +87,7 @@ static void *task_main(void *arg)
 	uint64_t n = duration / t->period;
 	for (uint64_t k = 0; k < (n ? n : 1); k++) {
 		uint64_t release = first_release + k * t->period;
-		burn(t->wcet);
+		burn(t->work);
 		uint64_t end = clock_ns(CLOCK_MONOTONIC);
 		t->jobs++;
 		if (end > release + t->period) {
@@ -108,7 +108,7 @@ static void *task_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: exsched-set DELAY_US DURATION_US C1:T1 [C2:T2 ...]\n");
+		fprintf(stderr, "usage: exsched-set DELAY_US DURATION_US C1:T1[:W1] [C2:T2[:W2] ...]\n");
 		return 2;
 	}
 	uint64_t delay = strtoull(argv[1], NULL, 10) * 1000u;
@@ -119,15 +119,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int i = 0; i < n; i++) {
-		unsigned long long c, p;
-		if (sscanf(argv[3 + i], "%llu:%llu", &c, &p) != 2 || c == 0 || c > p) {
-			fprintf(stderr, "exsched-set: task %d: want C:T in us, C <= T: %s\n", i,
-				argv[3 + i]);
+		unsigned long long c, p, w = 0;
+		int got = sscanf(argv[3 + i], "%llu:%llu:%llu", &c, &p, &w);
+		if (got == 2)
+			w = c;
+		if (got < 2 || c == 0 || c > p || w == 0 || w > c) {
+			fprintf(stderr, "exsched-set: task %d: want C:T[:W] in us, 0 < W <= C <= T: %s\n",
+				i, argv[3 + i]);
 			return 2;
 		}
 		tasks[i].index = i;
 		tasks[i].wcet = c * 1000u;
 		tasks[i].period = p * 1000u;
+		tasks[i].work = w * 1000u;
 	}
 	/* No page faults in the jobs: small stacks, everything locked. */
 	mlockall(MCL_CURRENT | MCL_FUTURE);

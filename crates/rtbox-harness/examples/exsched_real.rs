@@ -7,6 +7,11 @@
 //!
 //! `exsched_real plot OUTDIR`: OUTDIR/fig11-real-m2.svg (real solid, simulated in the same box
 //! dashed) and a markdown summary on stdout.
+//!
+//! `exsched_real heavy RTBOX WORKER RUNS MS WORK_US`: the seed's heavy case (three tasks of
+//! 5.5 ms every 10 ms, each job burning WORK_US) in `RealBox::heavy`, under fp-pm and fp-ff,
+//! RUNS times each, with the kernel's real-time limit lifted for each run (put back after it);
+//! one markdown row per run, each miss told apart as inside a machine stall or not.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -14,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rtbox_experiment::plot::{paired_plot_svg, Series};
-use rtbox_harness::exsched::{self, alpha, draw, run_real, simulated, BOX_BUDGET, BOX_PERIOD};
+use rtbox_harness::exsched::{
+    self, alpha, draw, run_real, simulated, RealBox, RealTask, BOX_BUDGET, BOX_PERIOD,
+};
 use rtbox_model::PluginKind;
 
 const SEED: u64 = 2012;
@@ -29,8 +36,9 @@ fn main() {
     match a.get(1).map(String::as_str) {
         Some("run") if a.len() >= 8 => run(&a),
         Some("plot") if a.len() >= 3 => plot(Path::new(&a[2])),
+        Some("heavy") if a.len() >= 7 => heavy(&a),
         _ => {
-            eprintln!("usage: exsched_real run RTBOX WORKER OUTDIR FIRST COUNT MS [BUDGET_S] | plot OUTDIR");
+            eprintln!("usage: exsched_real run RTBOX WORKER OUTDIR FIRST COUNT MS [BUDGET_S] | plot OUTDIR | heavy RTBOX WORKER RUNS MS WORK_US");
             std::process::exit(2);
         }
     }
@@ -86,7 +94,10 @@ fn run(a: &[String]) {
                 }
                 let (sb, sw) = simulated(kind, &tasks, ms * 1_000_000);
                 let fmt = |m: Option<u64>| m.map_or("err".to_string(), |m| m.to_string());
-                let row = match run_real(&rtbox, &worker, kind, &tasks, ms * 1_000_000, &dir) {
+                let real: Vec<RealTask> = tasks.iter().cloned().map(RealTask::whole).collect();
+                let tools = (rtbox.as_path(), worker.as_path());
+                let platform = RealBox::fig11();
+                let row = match run_real(tools, &platform, kind, &real, ms * 1_000_000, &dir) {
                     Ok(o) => format!(
                         "{key},{},{},{},{},{},{},{},{},{},{}",
                         tasks.len(),
@@ -117,6 +128,93 @@ fn run(a: &[String]) {
     }
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("# chunk took {:.0} s", t0.elapsed().as_secs_f64());
+}
+
+/// `kernel.sched_rt_runtime_us`, lifted to -1 (no global real-time limit) while this lives.
+struct RtLimitLifted(String);
+
+const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+impl RtLimitLifted {
+    fn lift() -> RtLimitLifted {
+        let old = std::fs::read_to_string(RT_RUNTIME).expect(RT_RUNTIME);
+        std::fs::write(RT_RUNTIME, "-1").expect("lift the kernel's real-time limit");
+        RtLimitLifted(old.trim().to_string())
+    }
+}
+
+impl Drop for RtLimitLifted {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(RT_RUNTIME, &self.0) {
+            eprintln!(
+                "exsched_real: could not put {RT_RUNTIME} back to {}: {e}",
+                self.0
+            );
+        }
+    }
+}
+
+fn heavy(a: &[String]) {
+    if !rtbox_linux::is_root() {
+        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+        return;
+    }
+    let (rtbox, worker) = (PathBuf::from(&a[2]), PathBuf::from(&a[3]));
+    let num = |i: usize| -> u64 {
+        a[i].parse().unwrap_or_else(|_| {
+            eprintln!(
+                "exsched_real heavy: argument {i} ({:?}) is not a whole number",
+                a[i]
+            );
+            std::process::exit(2)
+        })
+    };
+    let (runs, ms, work_us) = (num(4), num(5), num(6));
+    let platform = RealBox::heavy();
+    let tasks = exsched::heavy_tasks(work_us * 1000);
+    if tasks.iter().any(|t| t.work == 0 || t.work > t.spec.wcet) {
+        eprintln!("exsched_real heavy: WORK_US must be 1..=5500");
+        std::process::exit(2);
+    }
+    let specs: Vec<_> = tasks.iter().map(|t| t.spec.clone()).collect();
+    let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
+    let dir = std::env::temp_dir().join(format!("rtbox-exsched-heavy-{}", std::process::id()));
+    println!(
+        "Three tasks of 5.5 ms (work {work_us} us) every 10 ms from one release, box {} us / {} us \
+         on CPUs 0-1, cap 1.0, kernel RT limit lifted, BPF sensor, {ms} ms per run\n",
+        platform.budget / 1000,
+        platform.period / 1000
+    );
+    println!("| run | plug-in | jobs | misses a b c | outside stalls | daemon misses | background | canary worst, us | simulated misses (WCET) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for run in 1..=runs {
+        for kind in [PluginKind::FpPm, PluginKind::FpFf] {
+            let sim = platform.simulated(kind, &specs, ms * 1_000_000);
+            let tools = (rtbox.as_path(), worker.as_path());
+            let lifted = RtLimitLifted::lift();
+            let o = run_real(tools, &platform, kind, &tasks, ms * 1_000_000, &dir);
+            drop(lifted);
+            match o {
+                Ok(o) => println!(
+                    "| {run} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    kind.name(),
+                    o.jobs,
+                    o.task_misses
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    o.own,
+                    o.daemon_misses,
+                    o.background,
+                    o.canary_worst / 1000,
+                    sim.map_or("refused".into(), |m| m.to_string())
+                ),
+                Err(e) => println!("| {run} | {} | error: {e} |", kind.name()),
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Per plug-in and load: (sets, real ok, real stall-only, sim-in-box ok, sim-whole ok).

@@ -40,14 +40,6 @@ pub const CPUS: u32 = 2;
 /// Every task's first job is released this long after all threads entered the box.
 pub const START_DELAY_US: u64 = 300_000;
 
-/// The box's interface.
-pub fn interface() -> Interface {
-    Interface::PerCpu {
-        budget: BOX_BUDGET,
-        period: BOX_PERIOD,
-    }
-}
-
 /// The box's bandwidth per CPU, as a fraction.
 pub fn alpha() -> f64 {
     BOX_BUDGET as f64 / BOX_PERIOD as f64
@@ -70,14 +62,129 @@ pub fn draw(seed: u64, point: u64, set: u64, load: f64, umin: f64, umax: f64) ->
 
 /// The daemon's configuration: the plug-in box alone (the tasks come through the API).
 pub fn config_text(plugin: PluginKind) -> String {
-    format!(
-        "[platform]\ncpus = {CPUS}\n\n[[box]]\nname = \"{BOX}\"\ncpus = \"0-{}\"\nplugin = \"{}\"\n\
-         interface.per_cpu = {{ budget = \"{}us\", period = \"{}us\" }}\n",
-        CPUS - 1,
-        plugin.name(),
-        BOX_BUDGET / 1000,
-        BOX_PERIOD / 1000
-    )
+    RealBox::fig11().config_text(plugin)
+}
+
+/// The box of a real run and how the daemon enforces it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealBox {
+    /// Per-CPU server budget and period on CPUs 0..[`CPUS`].
+    pub budget: Nanos,
+    pub period: Nanos,
+    /// `[platform] cap` in percent (`None`: the kernel's real-time limit, [`CAP_PCT`]).
+    pub cap_pct: Option<u64>,
+    /// `rtbox daemon --sensor` (`None`: the daemon's default).
+    pub sensor: Option<&'static str>,
+}
+
+impl RealBox {
+    /// Figure 11's box (see the module documentation).
+    pub fn fig11() -> RealBox {
+        RealBox {
+            budget: BOX_BUDGET,
+            period: BOX_PERIOD,
+            cap_pct: None,
+            sensor: None,
+        }
+    }
+
+    /// The seed's heavy case (three 5.5 ms tasks every 10 ms, docs/exsched.md): 4.75 ms every
+    /// 5 ms per CPU with the BPF loop, 0.991 per CPU with the loop counted, admitted only with
+    /// `cap = 1.0`, so the caller lifts the kernel's real-time limit for the run
+    /// (`sched_rt_runtime_us = -1`).
+    pub fn heavy() -> RealBox {
+        RealBox {
+            budget: 4_750_000,
+            period: 5_000_000,
+            cap_pct: Some(100),
+            sensor: Some("bpf"),
+        }
+    }
+
+    /// The daemon's configuration: the plug-in box alone (the tasks come through the API).
+    pub fn config_text(&self, plugin: PluginKind) -> String {
+        let cap = self
+            .cap_pct
+            .map(|c| format!("cap = {:.2}\n", c as f64 / 100.0))
+            .unwrap_or_default();
+        format!(
+            "[platform]\ncpus = {CPUS}\n{cap}\n[[box]]\nname = \"{BOX}\"\ncpus = \"0-{}\"\nplugin = \"{}\"\n\
+             interface.per_cpu = {{ budget = \"{}us\", period = \"{}us\" }}\n",
+            CPUS - 1,
+            plugin.name(),
+            self.budget / 1000,
+            self.period / 1000
+        )
+    }
+
+    pub fn interface(&self) -> Interface {
+        Interface::PerCpu {
+            budget: self.budget,
+            period: self.period,
+        }
+    }
+
+    /// Simulated misses of `tasks` (their declared WCETs) under `plugin` in this box from a
+    /// synchronous release over `duration` (`None`: the box is refused).
+    pub fn simulated(
+        &self,
+        plugin: PluginKind,
+        tasks: &[TaskSpec],
+        duration: Nanos,
+    ) -> Option<u64> {
+        let cap = Bandwidth::of(self.cap_pct.unwrap_or(CAP_PCT), 100);
+        exsched::system_in(CPUS, plugin, tasks.to_vec(), self.interface(), cap)
+            .ok()
+            .and_then(|s| exsched::simulated_misses(&s, duration))
+    }
+
+    /// The daemon's arguments beyond its configuration, socket and state.
+    fn daemon_args(&self) -> Vec<&'static str> {
+        self.sensor.map(|s| vec!["--sensor", s]).unwrap_or_default()
+    }
+}
+
+/// The seed's heavy case: tasks a, b and c of 5.5 ms every 10 ms (implicit deadlines), each
+/// job burning `work` (at most 5.5 ms).
+pub fn heavy_tasks(work: Nanos) -> Vec<RealTask> {
+    ["a", "b", "c"]
+        .iter()
+        .map(|n| RealTask {
+            spec: TaskSpec {
+                box_name: Some(BOX.into()),
+                ..TaskSpec::periodic(*n, 5_500_000, 10_000_000)
+            },
+            work,
+        })
+        .collect()
+}
+
+/// A task of a real run: as declared to the plug-in, and the CPU time each of its jobs burns
+/// (at most the declared WCET).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealTask {
+    pub spec: TaskSpec,
+    pub work: Nanos,
+}
+
+impl RealTask {
+    /// Jobs that burn their whole WCET (Figure 11).
+    pub fn whole(spec: TaskSpec) -> RealTask {
+        RealTask {
+            work: spec.wcet,
+            spec,
+        }
+    }
+
+    /// The worker's argument `C:T:W` in microseconds.
+    fn worker_arg(&self) -> String {
+        format!(
+            "{}:{}:{}",
+            self.spec.wcet / 1000,
+            self.spec.period / 1000,
+            self.work / 1000
+        )
+    }
 }
 
 /// Simulated misses of `tasks` under `plugin` from a synchronous release over `duration`: in
@@ -87,10 +194,7 @@ pub fn simulated(
     tasks: &[TaskSpec],
     duration: Nanos,
 ) -> (Option<u64>, Option<u64>) {
-    let cap = Bandwidth::of(CAP_PCT, 100);
-    let boxed = exsched::system_in(CPUS, plugin, tasks.to_vec(), interface(), cap)
-        .ok()
-        .and_then(|s| exsched::simulated_misses(&s, duration));
+    let boxed = RealBox::fig11().simulated(plugin, tasks, duration);
     let whole =
         exsched::simulated_misses(&exsched::system_for(CPUS, plugin, tasks.to_vec()), duration);
     (boxed, whole)
@@ -102,6 +206,8 @@ pub struct RealOutcome {
     pub jobs: u64,
     /// Missed jobs, as the worker timed them (end after release + D).
     pub misses: u64,
+    /// The same per task, in the order given.
+    pub task_misses: Vec<u64>,
     /// Misses not inside a canary-seen stall at least as long as the job was late.
     pub own: u64,
     /// Misses the daemon counted from the job pages.
@@ -165,22 +271,23 @@ pub fn parse_worker(text: &str) -> Result<Vec<WorkerLine>, String> {
         .collect()
 }
 
-/// Runs `tasks` under `plugin` for `duration` on the real kernel: the daemon with the plug-in
-/// box, the worker inside it, the canaries over the same window. `dir`: a fresh scratch
-/// directory. The caller holds the machine's real-time lock.
+/// Runs `tasks` under `plugin` for `duration` on the real kernel in `platform`'s box: the
+/// daemon with the plug-in box, the worker inside it, the canaries over the same window.
+/// `dir`: a fresh scratch directory. The caller holds the machine's real-time lock (and, for a
+/// box with a cap above the kernel's limit, has lifted that limit).
 pub fn run_real(
-    rtbox: &Path,
-    worker: &Path,
+    (rtbox, worker): (&Path, &Path),
+    platform: &RealBox,
     plugin: PluginKind,
-    tasks: &[TaskSpec],
+    tasks: &[RealTask],
     duration: Nanos,
     dir: &Path,
 ) -> Result<RealOutcome, String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let cfg = dir.join("rtbox.toml");
-    std::fs::write(&cfg, config_text(plugin)).map_err(|e| e.to_string())?;
-    let mut daemon = Daemon::start(rtbox, &cfg, dir)?;
+    std::fs::write(&cfg, platform.config_text(plugin)).map_err(|e| e.to_string())?;
+    let mut daemon = Daemon::start_with(rtbox, &cfg, dir, &platform.daemon_args())?;
     let sock = dir.join("sock");
     let stop = Arc::new(AtomicBool::new(false));
     let late = Arc::new(Mutex::new(Vec::<Late>::new()));
@@ -194,11 +301,7 @@ pub fn run_real(
     let child = Command::new(worker)
         .arg(START_DELAY_US.to_string())
         .arg((duration / 1000).to_string())
-        .args(
-            tasks
-                .iter()
-                .map(|t| format!("{}:{}", t.wcet / 1000, t.period / 1000)),
-        )
+        .args(tasks.iter().map(RealTask::worker_arg))
         .env("RTBOX_BOX", BOX)
         .env("RTBOX_SOCKET", &sock)
         .env("LD_LIBRARY_PATH", lib)
@@ -235,10 +338,11 @@ pub fn run_real(
             WorkerLine::Task(_, jobs, misses, tid) => {
                 o.jobs += jobs;
                 o.misses += misses;
+                o.task_misses.push(misses);
                 tids.push(tid);
             }
             WorkerLine::Miss(i, release, end_ns) => {
-                let lateness = end_ns.saturating_sub(release + tasks[i].deadline);
+                let lateness = end_ns.saturating_sub(release + tasks[i].spec.deadline);
                 if !during_stall(release, end_ns, lateness, &late) {
                     o.own += 1;
                 }
@@ -307,6 +411,34 @@ mod tests {
         };
         assert!(check(BOX_BUDGET / 1000));
         assert!(!check(BOX_BUDGET / 1000 + 50));
+    }
+
+    /// The heavy case's box is admitted only with the cap lifted and the BPF loop, and in it
+    /// the simulator schedules the seed's three 5.5 ms tasks under FP-PM and not under FP-FF.
+    #[test]
+    fn the_heavy_box_needs_the_cap_lifted_and_splits_the_third_task() {
+        let heavy = RealBox::heavy();
+        let admitted = |text: &str, cost| {
+            let sys = rtbox_config::parse_str(text).expect("config");
+            rtbox_model::admit_with_loop(&sys, cost).admitted()
+        };
+        let text = heavy.config_text(PluginKind::FpPm);
+        assert!(text.contains("cap = 1.00"), "{text}");
+        assert!(admitted(&text, rtbox_model::LoopCost::BPF));
+        assert!(!admitted(
+            &text.replace("cap = 1.00\n", ""),
+            rtbox_model::LoopCost::BPF
+        ));
+        let tasks = heavy_tasks(5_200_000);
+        let three: Vec<TaskSpec> = tasks.iter().map(|t| t.spec.clone()).collect();
+        assert_eq!(
+            heavy.simulated(PluginKind::FpPm, &three, 200_000_000),
+            Some(0)
+        );
+        assert!(heavy
+            .simulated(PluginKind::FpFf, &three, 200_000_000)
+            .is_some_and(|m| m > 0));
+        assert_eq!(tasks[0].worker_arg(), "5500:10000:5200");
     }
 
     #[test]

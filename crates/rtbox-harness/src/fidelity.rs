@@ -576,6 +576,16 @@ impl Daemon {
     /// `rtbox daemon --config cfg` with its socket (`dir/sock`), journal and log in `dir`;
     /// returns once the socket exists (at most 10 s).
     pub(crate) fn start(rtbox: &Path, cfg: &Path, dir: &Path) -> Result<Daemon, String> {
+        Daemon::start_with(rtbox, cfg, dir, &[])
+    }
+
+    /// [`Daemon::start`] with more arguments of `rtbox daemon` (`--sensor bpf`).
+    pub(crate) fn start_with(
+        rtbox: &Path,
+        cfg: &Path,
+        dir: &Path,
+        args: &[&str],
+    ) -> Result<Daemon, String> {
         let sock = dir.join("sock");
         let daemon = Daemon {
             record: dir.join("daemon-stop-hung.txt"),
@@ -588,6 +598,7 @@ impl Daemon {
                 .arg(&sock)
                 .arg("--state")
                 .arg(dir.join("state.json"))
+                .args(args)
                 .stderr(std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?)
                 .spawn()
                 .map_err(|e| format!("daemon: {e}"))?,
