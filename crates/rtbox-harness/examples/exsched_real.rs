@@ -187,6 +187,7 @@ fn heavy(a: &[String]) {
     );
     println!("| run | plug-in | jobs | misses a b c | outside stalls | daemon misses | background | canary worst, us | simulated misses (WCET) |");
     println!("|---|---|---|---|---|---|---|---|---|");
+    let mut details = Vec::new();
     for run in 1..=runs {
         for kind in [PluginKind::FpPm, PluginKind::FpFf] {
             let sim = platform.simulated(kind, &specs, ms * 1_000_000);
@@ -194,6 +195,10 @@ fn heavy(a: &[String]) {
             let lifted = RtLimitLifted::lift();
             let o = run_real(tools, &platform, kind, &tasks, ms * 1_000_000, &dir);
             drop(lifted);
+            if let (PluginKind::FpPm, Ok(o)) = (kind, &o) {
+                let first = o.missed.iter().map(|m| m.release).min().unwrap_or(0);
+                details.extend(o.missed.iter().map(|m| (run, first, m.clone())));
+            }
             match o {
                 Ok(o) => println!(
                     "| {run} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -215,6 +220,24 @@ fn heavy(a: &[String]) {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    if !details.is_empty() {
+        println!("\nMisses of fp-pm, each with the canaries' lateness inside its window:\n");
+        println!("| run | task | release, ms after the run's first missed one | late, us | canary stalls in its window, us (CPU 0 1) |");
+        println!("|---|---|---|---|---|");
+        for (run, first, m) in &details {
+            println!(
+                "| {run} | {} | {:.1} | {} | {} |",
+                ["a", "b", "c"].get(m.task).unwrap_or(&"?"),
+                m.release.saturating_sub(*first) as f64 / 1e6,
+                m.lateness / 1000,
+                m.stalls
+                    .iter()
+                    .map(|s| (s / 1000).to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
 }
 
 /// Per plug-in and load: (sets, real ok, real stall-only, sim-in-box ok, sim-whole ok).

@@ -200,6 +200,18 @@ pub fn simulated(
     (boxed, whole)
 }
 
+/// One missed job of a real run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Missed {
+    pub task: usize,
+    /// CLOCK_MONOTONIC of its release.
+    pub release: u64,
+    /// How long after its deadline it ended.
+    pub lateness: u64,
+    /// Canary lateness inside the job's window, summed per CPU (CPU 0 first).
+    pub stalls: Vec<u64>,
+}
+
 /// What one real run measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RealOutcome {
@@ -208,6 +220,9 @@ pub struct RealOutcome {
     pub misses: u64,
     /// The same per task, in the order given.
     pub task_misses: Vec<u64>,
+    /// Each miss the worker timed: task index, release, lateness, and the canaries' lateness
+    /// inside the job's window per CPU (ns).
+    pub missed: Vec<Missed>,
     /// Misses not inside a canary-seen stall at least as long as the job was late.
     pub own: u64,
     /// Misses the daemon counted from the job pages.
@@ -346,6 +361,22 @@ pub fn run_real(
                 if !during_stall(release, end_ns, lateness, &late) {
                     o.own += 1;
                 }
+                let stalls = (0..CPUS)
+                    .map(|cpu| {
+                        late.iter()
+                            .filter(|l| {
+                                l.cpu == cpu && l.due + l.late >= release && l.due <= end_ns
+                            })
+                            .map(|l| l.late)
+                            .sum()
+                    })
+                    .collect();
+                o.missed.push(Missed {
+                    task: i,
+                    release,
+                    lateness,
+                    stalls,
+                });
             }
         }
     }
