@@ -15,6 +15,11 @@
 # script when it ends (also on Ctrl-C); a kill -9 would leave it lifted: check
 # /proc/sys/kernel/sched_rt_runtime_us.
 #
+# On kernels from 6.12 the daemon also admits against what the kernel's fair server leaves
+# (50 ms of every 1 s per CPU by default, on even with the RT limit lifted; docs/runtime.md,
+# "Kernel rules handled"), so where that cannot be turned down (debugfs locked down, as on the
+# project's VMs) the box is refused with its numbers, and each row says so.
+#
 # Per run and plug-in: jobs, misses per task as the tasks timed them, how many of those fall
 # outside every stall a SCHED_FIFO 99 canary per CPU saw (at least as long as the job was late;
 # the machine's stalls are not the plug-in's), the daemon's own count from the job pages, the

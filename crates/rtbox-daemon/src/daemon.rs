@@ -14,6 +14,7 @@ use rtbox_linux::lock::{lock_path, PidLock};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::watchdog::Watchdog;
 use rtbox_linux::{procfs, LinuxError};
+use rtbox_model::Bandwidth;
 use rtbox_model::{Platform, System};
 
 use crate::access::Access;
@@ -283,19 +284,54 @@ fn lock_beside(path: &Path) -> Result<PidLock, (PathBuf, Option<i32>, Option<Lin
     })
 }
 
+/// Why the daemon admits against a lower cap than the config's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lowered {
+    /// The kernel's RT limit, `sched_rt_runtime_us` of `sched_rt_period_us`.
+    RtLimit { runtime_us: u64, period_us: u64 },
+    /// The kernel's fair server takes up to this much of each CPU above every RT thread.
+    FairServer(sched::FairServer),
+}
+
 /// The platform the daemon admits against: the config's (or the host's online CPUs), with the
-/// cap lowered to the kernel's RT limit, since members run as RT threads and no CPU can give
-/// them more than `sched_rt_runtime_us / sched_rt_period_us`.
-fn effective_platform(mut platform: Platform) -> (Platform, Option<(u64, u64)>) {
-    let mut lowered = None;
-    if let Some((runtime, period)) = sched::rt_limit() {
-        let limit = rtbox_model::Bandwidth::of(runtime.min(period), period);
-        if limit < platform.cap {
-            platform.cap = limit;
-            lowered = Some((runtime, period));
+/// cap lowered to what real-time threads can get from each CPU ([`kernel_cap`]).
+fn effective_platform(mut platform: Platform) -> (Platform, Option<Lowered>) {
+    let (cap, lowered) = kernel_cap(platform.cap, sched::rt_limit(), sched::fair_server());
+    platform.cap = cap;
+    (platform, lowered)
+}
+
+/// Rule: members run as RT threads, so no CPU gives them more than the kernel's RT limit
+/// (`sched_rt_runtime_us / sched_rt_period_us`), nor more than what the kernel's fair server
+/// leaves (1 - runtime / period): from 6.12 it runs starving normal threads above every RT
+/// thread, with the RT limit lifted too, so a box admitted above it loses supply whenever a
+/// normal thread waits on its CPU (measured: misses of the box's tasks once a second, in
+/// docs/exsched.md). The cap is the least of the three; the reason is the lowest limit's.
+pub fn kernel_cap(
+    cap: Bandwidth,
+    rt_limit: Option<(u64, u64)>,
+    fair: Option<sched::FairServer>,
+) -> (Bandwidth, Option<Lowered>) {
+    let mut out = (cap, None);
+    if let Some((runtime_us, period_us)) = rt_limit {
+        let limit = Bandwidth::of(runtime_us.min(period_us), period_us);
+        if limit < out.0 {
+            out = (
+                limit,
+                Some(Lowered::RtLimit {
+                    runtime_us,
+                    period_us,
+                }),
+            );
         }
     }
-    (platform, lowered)
+    if let Some(fs) = fair {
+        let left = Bandwidth::of(fs.period_ns - fs.runtime_ns.min(fs.period_ns), fs.period_ns);
+        if left < out.0 {
+            out = (left, Some(Lowered::FairServer(fs)));
+        }
+    }
+    out
 }
 
 /// The uids of each box's `users` (names through the system's name service).
@@ -380,13 +416,24 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
         .map_err(DaemonError::Signals)?;
     let (platform, lowered) = effective_platform(platform);
-    if let Some((runtime_us, period_us)) = lowered {
-        tracing::warn!(
+    match lowered {
+        Some(Lowered::RtLimit {
+            runtime_us,
+            period_us,
+        }) => tracing::warn!(
             runtime_us,
             period_us,
             cap = %platform.cap.format(4),
             "kernel RT limit (sched_rt_runtime_us/sched_rt_period_us) is below the platform cap: admitting against the limit"
-        );
+        ),
+        Some(Lowered::FairServer(fs)) => tracing::warn!(
+            runtime_ns = fs.runtime_ns,
+            period_ns = fs.period_ns,
+            read = fs.read,
+            cap = %platform.cap.format(4),
+            "the kernel's fair server runs starving normal threads above real-time ones on every CPU (also with the RT limit lifted; parameters read from debugfs if `read`, else the kernel's default): admitting against what it leaves"
+        ),
+        None => {}
     }
     let mut rt = Runtime::new(
         platform,
@@ -928,6 +975,39 @@ fn dispatch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cap_is_the_least_of_the_config_the_rt_limit_and_the_fair_servers_rest() {
+        let one = Bandwidth::of(1, 1);
+        let fs = sched::FAIR_SERVER_DEFAULT;
+        // The default machine: RT limit 0.95 and the fair server's 0.95 are equal; the limit
+        // is named.
+        let (cap, why) = kernel_cap(one, Some((950_000, 1_000_000)), Some(fs));
+        assert_eq!(cap, Bandwidth::of(95, 100));
+        assert!(matches!(why, Some(Lowered::RtLimit { .. })));
+        // The RT limit lifted (-1 reads as none): the fair server still takes its 5 %.
+        let (cap, why) = kernel_cap(one, None, Some(fs));
+        assert_eq!(cap, Bandwidth::of(95, 100));
+        assert_eq!(why, Some(Lowered::FairServer(fs)));
+        // Before 6.12 and unlimited: the config's cap.
+        assert_eq!(kernel_cap(one, None, None), (one, None));
+        // A config below both is kept.
+        let low = Bandwidth::of(9, 10);
+        assert_eq!(
+            kernel_cap(low, Some((950_000, 1_000_000)), Some(fs)),
+            (low, None)
+        );
+        // A lower RT limit wins over the fair server.
+        let (cap, why) = kernel_cap(one, Some((800_000, 1_000_000)), Some(fs));
+        assert_eq!(cap, Bandwidth::of(8, 10));
+        assert!(matches!(
+            why,
+            Some(Lowered::RtLimit {
+                runtime_us: 800_000,
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn a_reload_reports_boxes_added_changed_and_removed_by_name() {

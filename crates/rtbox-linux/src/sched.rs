@@ -287,6 +287,78 @@ pub fn rt_limit() -> Option<(u64, u64)> {
     (period > 0).then_some((runtime, period))
 }
 
+/// The kernel's fair server (kernels 6.12 and later): each CPU runs normal threads that have
+/// starved for `runtime_ns` of every `period_ns` above every real-time thread, whatever the RT
+/// limit (`sched_rt_runtime_us = -1` turns off RT throttling, not this; measured on 6.18: a
+/// normal thread beside a SCHED_FIFO hog on its CPU got 0.0505 of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FairServer {
+    pub runtime_ns: u64,
+    pub period_ns: u64,
+    /// Read from debugfs (`/sys/kernel/debug/sched/fair_server/cpuN/`); otherwise the kernel's
+    /// default (50 ms / 1 s) is assumed, as where debugfs is locked down.
+    pub read: bool,
+}
+
+/// The kernel's default fair server: 50 ms of every 1 s.
+pub const FAIR_SERVER_DEFAULT: FairServer = FairServer {
+    runtime_ns: 50_000_000,
+    period_ns: 1_000_000_000,
+    read: false,
+};
+
+/// The fair server of the running kernel (the largest share over its CPUs), `None` before
+/// 6.12 (no fair server) or when its runtime is 0 on every CPU.
+pub fn fair_server() -> Option<FairServer> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    fair_server_of(&release, read_fair_servers())
+}
+
+/// Rule: a kernel from 6.12 on has a fair server; its parameters are `read` (runtime, period
+/// per CPU) when debugfs shows them, else the default. Pure, for tests.
+pub fn fair_server_of(release: &str, read: Option<Vec<(u64, u64)>>) -> Option<FairServer> {
+    let mut v = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next()?, v.next().unwrap_or(0));
+    if (major, minor) < (6, 12) {
+        return None;
+    }
+    match read {
+        None => Some(FAIR_SERVER_DEFAULT),
+        Some(cpus) => cpus
+            .into_iter()
+            .filter(|&(r, p)| r > 0 && p > 0)
+            // The largest share: compare r1/p1 with r2/p2 exactly.
+            .max_by(|a, b| {
+                (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
+            })
+            .map(|(runtime_ns, period_ns)| FairServer {
+                runtime_ns,
+                period_ns,
+                read: true,
+            }),
+    }
+}
+
+/// Each CPU's fair server (runtime, period) from debugfs; `None` when debugfs is not mounted
+/// or locked down.
+fn read_fair_servers() -> Option<Vec<(u64, u64)>> {
+    let dir = std::fs::read_dir("/sys/kernel/debug/sched/fair_server").ok()?;
+    let num = |p: std::path::PathBuf| -> Option<u64> {
+        std::fs::read_to_string(p).ok()?.trim().parse().ok()
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        out.push((
+            num(e.path().join("runtime"))?,
+            num(e.path().join("period"))?,
+        ));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 /// The kernel's list of online CPUs.
 pub const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
 
@@ -308,6 +380,30 @@ pub fn online_cpus() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernels_from_6_12_have_a_fair_server_read_or_assumed() {
+        assert_eq!(fair_server_of("6.6.30-rt", None), None);
+        assert_eq!(fair_server_of("6.11.0", Some(vec![(1, 2)])), None);
+        assert_eq!(fair_server_of("6.12.0", None), Some(FAIR_SERVER_DEFAULT));
+        assert_eq!(
+            fair_server_of("6.18.44-fc-v657\n", None),
+            Some(FAIR_SERVER_DEFAULT)
+        );
+        assert_eq!(fair_server_of("7.0", None), Some(FAIR_SERVER_DEFAULT));
+        let read = fair_server_of("6.18", Some(vec![(20_000_000, 1_000_000_000), (3, 40)]));
+        assert_eq!(
+            read,
+            Some(FairServer {
+                runtime_ns: 3,
+                period_ns: 40,
+                read: true
+            })
+        );
+        // Turned off on every CPU: none.
+        assert_eq!(fair_server_of("6.18", Some(vec![(0, 1_000_000_000)])), None);
+        assert_eq!(fair_server_of("garbage", None), None);
+    }
 
     /// Issue 5 regression: drift was "found" at every scan for throttled (SCHED_IDLE) members,
     /// whose slice the kernel reports in `runtime`, and re-applied each time.
