@@ -806,6 +806,56 @@ fn admission_follows_a_lower_kernel_rt_limit() {
     assert_eq!(code, 0, "{msg}");
 }
 
+/// With the kernel's RT limit lifted and a config cap of 1.0, admission still leaves each CPU
+/// what the kernel's fair server takes (from 6.12: 50 ms of every second by default, above
+/// every RT thread), so a box above 0.95 is refused with the numbers.
+#[test]
+fn admission_leaves_the_fair_servers_share_with_the_rt_limit_lifted() {
+    let Some(_g) = serial(
+        "admission_leaves_the_fair_servers_share_with_the_rt_limit_lifted",
+        "writes /proc/sys/kernel/sched_rt_runtime_us",
+    ) else {
+        return;
+    };
+    if rtbox_linux::sched::fair_server().is_none() {
+        eprintln!(
+            "admission_leaves_the_fair_servers_share_with_the_rt_limit_lifted: skipped: this \
+             kernel has no fair server (before 6.12, or turned off)"
+        );
+        return;
+    }
+    const KNOB: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+    let old = std::fs::read_to_string(KNOB).expect("read RT limit");
+    let _restore = Knob(KNOB, old.trim().to_string());
+    if let Err(e) = std::fs::write(KNOB, "-1") {
+        eprintln!("admission_leaves_the_fair_servers_share_with_the_rt_limit_lifted: skipped: cannot lift the RT limit: {e}");
+        return;
+    }
+    let fs = rtbox_linux::sched::fair_server().expect("fair server");
+    let left = 1.0 - fs.runtime_ns as f64 / fs.period_ns as f64;
+    let env = Env::start(
+        "test-fairserver",
+        Some(&format!(
+            "[platform]\ncpus = \"{}\"\ncap = 1.0\n",
+            sched::online_cpu_list().expect("online CPUs")
+        )),
+        &["--loop-step-us", "0"],
+    );
+    // 1 % above what the fair server leaves: refused, naming that cap.
+    let over = format!("{}us", ((left + 0.01) * 100_000.0).round() as u64);
+    let (code, msg) = env.rtbox(&["box", "create", "A", "--budget", &over, "--period", "100ms"]);
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains(&format!("cap {left:.2}")),
+        "the fair server's rest is the cap: {msg}"
+    );
+    let under = format!("{}us", ((left - 0.05) * 100_000.0).round() as u64);
+    let (code, msg) = env.rtbox(&[
+        "box", "create", "A", "--budget", &under, "--period", "100ms",
+    ]);
+    assert_eq!(code, 0, "{msg}");
+}
+
 /// Issue 5 (shared boxes): an RT thread put into a shared box runs as a normal thread while
 /// there (a shared box has no guarantee; at FIFO 95 it would preempt every reservation), and
 /// gets its RT policy back when detached.
