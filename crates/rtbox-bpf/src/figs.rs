@@ -74,7 +74,8 @@ pub struct Fig {
     server: AtomicU32,
     counted: AtomicI32,
     quiet: AtomicU32,
-    _pad: u64,
+    every: AtomicU32,
+    _pad: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Fig>() == 64);
@@ -98,11 +99,18 @@ impl Fig {
         self.server.store(server, Ordering::Relaxed);
         let counted = if state.ready() { server as i32 } else { -1 };
         self.counted.store(counted, Ordering::Relaxed);
+        self.every.store(0, Ordering::Relaxed);
         self.quiet.store(0, Ordering::Release);
     }
 
     pub fn set_server(&self, server: u32) {
         self.server.store(server, Ordering::Release);
+    }
+
+    /// Whether each of the member's wake-ups and blocks wakes the loop (a global box's
+    /// member), not only its server's first and last runnable member.
+    pub fn set_every(&self, every: bool) {
+        self.every.store(u32::from(every), Ordering::Release);
     }
 
     pub fn set_quiet(&self) {
@@ -259,6 +267,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<Fig>(), 64);
         assert_eq!(std::mem::offset_of!(Fig, server), 44);
         assert_eq!(std::mem::offset_of!(Fig, quiet), 52);
+        assert_eq!(std::mem::offset_of!(Fig, every), 56);
+        assert!(h.contains("__u32 every;"));
     }
 
     #[test]

@@ -197,6 +197,12 @@ impl Registration {
             .set_server(server.min(MAX_SERVERS as u32 - 1));
     }
 
+    /// Whether each wake-up and block of the member wakes the loop (a global box's member),
+    /// not only its server's first and last runnable member.
+    pub fn set_every(&self, every: bool) {
+        self.sensor.shared.fig(self.slot).set_every(every);
+    }
+
     /// Whether the program marked the member's figures written since [`Sensor::take_dirty`]
     /// last took the marks (debug checks of the loop's shortcut).
     pub fn dirty(&self) -> bool {

@@ -155,3 +155,76 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
     assert!(sensor.is_empty());
     assert_eq!(sensor.lost_events(), 0);
 }
+
+/// A member beside another runnable member on its server wakes the loop only when it is a
+/// global box's member (`set_every`): then each of its wake-ups and blocks is news, since the
+/// loop's core places a global box's members across vCPUs by priority.
+#[test]
+fn a_global_members_every_wake_and_block_is_news() {
+    let sensor = match Sensor::load() {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("sensor test skipped: {e}");
+            return;
+        }
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+    let spinner = {
+        let (stop, tid_tx) = (stop.clone(), tid_tx.clone());
+        std::thread::spawn(move || {
+            tid_tx.send(gettid()).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let busy = tid_rx.recv().unwrap();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let sleeper = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        // Twice: woken, spin 5 ms of CPU, block again.
+        for _ in 0..2 {
+            go_rx.recv().unwrap();
+            spin(Duration::from_millis(5));
+        }
+        go_rx.recv().unwrap();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let _busy = Registration::new(&sensor, busy, 7, schedstat_ns(busy), true).unwrap();
+    let member = Registration::new(&sensor, tid, 7, schedstat_ns(tid), false).unwrap();
+    let mine = |e: &Event| matches!(e, Event::ServerActive { server: 7, tid: t } | Event::ServerIdle { server: 7, tid: t } if *t == tid);
+    // A pinned box's member: its server keeps a runnable member throughout, so no news.
+    go_tx.send(()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let seen: Vec<Event> = sensor.drain();
+    assert!(
+        !seen.iter().any(mine),
+        "a member beside a runnable one woke the loop: {seen:?}"
+    );
+    assert!(member.read(now_ns()).runtime_ns > 0);
+    // A global box's member: its wake-up and its block are both news.
+    member.set_every(true);
+    go_tx.send(()).unwrap();
+    let mut seen = Vec::new();
+    assert!(
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::ServerActive { server: 7, tid: t } if *t == tid)
+        ),
+        "no ServerActive(7) for a global member's wake-up: {seen:?}"
+    );
+    assert!(
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::ServerIdle { server: 7, tid: t } if *t == tid)
+        ),
+        "no ServerIdle(7) for a global member's block: {seen:?}"
+    );
+    go_tx.send(()).unwrap();
+    sleeper.join().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+}

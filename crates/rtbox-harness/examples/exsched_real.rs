@@ -12,6 +12,11 @@
 //! 5.5 ms every 10 ms, each job burning WORK_US) in `RealBox::heavy`, under fp-pm and fp-ff,
 //! RUNS times each, with the kernel's real-time limit lifted for each run (put back after it);
 //! one markdown row per run, each miss told apart as inside a machine stall or not.
+//!
+//! `exsched_real one RTBOX WORKER LOAD SET PLUGIN MS RUNS [SENSOR [BUDGET_US:PERIOD_US]]`: one
+//! set of the sweep under one plug-in, RUNS times (the daemon's sensor `perf` or `bpf`, else its
+//! default; the box's interface, else Figure 11's), every miss with the canaries' lateness in
+//! its window.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,8 +42,9 @@ fn main() {
         Some("run") if a.len() >= 8 => run(&a),
         Some("plot") if a.len() >= 3 => plot(Path::new(&a[2])),
         Some("heavy") if a.len() >= 7 => heavy(&a),
+        Some("one") if a.len() >= 9 => one(&a),
         _ => {
-            eprintln!("usage: exsched_real run RTBOX WORKER OUTDIR FIRST COUNT MS [BUDGET_S] | plot OUTDIR | heavy RTBOX WORKER RUNS MS WORK_US");
+            eprintln!("usage: exsched_real run RTBOX WORKER OUTDIR FIRST COUNT MS [BUDGET_S] | plot OUTDIR | heavy RTBOX WORKER RUNS MS WORK_US | one RTBOX WORKER LOAD SET PLUGIN MS RUNS [SENSOR [BUDGET_US:PERIOD_US]]");
             std::process::exit(2);
         }
     }
@@ -222,21 +228,147 @@ fn heavy(a: &[String]) {
     let _ = std::fs::remove_dir_all(&dir);
     if !details.is_empty() {
         println!("\nMisses of fp-pm, each with the canaries' lateness inside its window:\n");
-        println!("| run | task | release, ms after the run's first missed one | late, us | canary stalls in its window, us (CPU 0 1) |");
-        println!("|---|---|---|---|---|");
-        for (run, first, m) in &details {
-            println!(
-                "| {run} | {} | {:.1} | {} | {} |",
-                ["a", "b", "c"].get(m.task).unwrap_or(&"?"),
-                m.release.saturating_sub(*first) as f64 / 1e6,
-                m.lateness / 1000,
-                m.stalls
-                    .iter()
-                    .map(|s| (s / 1000).to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+        print_misses(&details, &["a", "b", "c"]);
+    }
+}
+
+/// One row per missed job: run, task, release after the run's first missed one, lateness,
+/// the canaries' lateness inside its window per CPU.
+fn print_misses(details: &[(u64, u64, exsched::Missed)], names: &[&str]) {
+    println!("| run | task | release, ms after the run's first missed one | late, us | canary stalls in its window, us (CPU 0 1) |");
+    println!("|---|---|---|---|---|");
+    for (run, first, m) in details {
+        println!(
+            "| {run} | {} | {:.1} | {} | {} |",
+            names.get(m.task).unwrap_or(&"?"),
+            m.release.saturating_sub(*first) as f64 / 1e6,
+            m.lateness / 1000,
+            m.stalls
+                .iter()
+                .map(|s| (s / 1000).to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+}
+
+/// `one RTBOX WORKER LOAD SET PLUGIN MS RUNS [SENSOR]`: one Figure 11 set (point LOAD as in the sweep,
+/// e.g. 0.9) under one plug-in, RUNS times, with every miss against the canaries.
+fn one(a: &[String]) {
+    if !rtbox_linux::is_root() {
+        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+        return;
+    }
+    let (rtbox, worker) = (PathBuf::from(&a[2]), PathBuf::from(&a[3]));
+    let bad = |what: &str| -> ! {
+        eprintln!("exsched_real one: {what}");
+        std::process::exit(2)
+    };
+    let load: f64 = a[4].parse().unwrap_or_else(|_| bad("LOAD is not a number"));
+    let Some(p) = LOADS.iter().position(|&l| (l - load).abs() < 1e-9) else {
+        bad(&format!("LOAD must be one of {LOADS:?}"))
+    };
+    let set: u64 = a[5]
+        .parse()
+        .unwrap_or_else(|_| bad("SET is not a whole number"));
+    let Some(kind) = PluginKind::ALL.into_iter().find(|k| k.name() == a[6]) else {
+        bad(&format!("unknown plug-in {:?}", a[6]))
+    };
+    let ms: u64 = a[7]
+        .parse()
+        .unwrap_or_else(|_| bad("MS is not a whole number"));
+    let runs: u64 = a[8]
+        .parse()
+        .unwrap_or_else(|_| bad("RUNS is not a whole number"));
+    let platform = RealBox {
+        sensor: match a.get(9).map(String::as_str) {
+            None => None,
+            Some("perf") => Some("perf"),
+            Some("bpf") => Some("bpf"),
+            Some(s) => bad(&format!("SENSOR {s:?}: perf or bpf")),
+        },
+        ..RealBox::fig11()
+    };
+    // An optional BUDGET_US:PERIOD_US replaces the box's interface (same supply, other
+    // server periods).
+    let platform = match a.get(10).map(|v| v.split_once(':')) {
+        None => platform,
+        Some(Some((q, p))) => match (q.parse::<u64>(), p.parse::<u64>()) {
+            (Ok(q), Ok(p)) if q > 0 && q <= p => RealBox {
+                budget: q * 1000,
+                period: p * 1000,
+                ..platform
+            },
+            _ => bad("BOX: want BUDGET_US:PERIOD_US, 0 < budget <= period"),
+        },
+        Some(None) => bad("BOX: want BUDGET_US:PERIOD_US"),
+    };
+    // RTBOX_ONE_TASKS="C:T,C:T,..." (us) replaces the drawn set: a smaller case to bisect with.
+    let tasks = match std::env::var("RTBOX_ONE_TASKS") {
+        Ok(list) => list
+            .split(',')
+            .enumerate()
+            .map(|(i, ct)| {
+                let (c, t) = ct
+                    .split_once(':')
+                    .and_then(|(c, t)| Some((c.parse::<u64>().ok()?, t.parse::<u64>().ok()?)))
+                    .filter(|&(c, t)| c > 0 && c <= t)
+                    .unwrap_or_else(|| bad(&format!("RTBOX_ONE_TASKS: {ct:?} is not C:T in us")));
+                rtbox_model::TaskSpec {
+                    box_name: Some(exsched::box_name().into()),
+                    ..rtbox_model::TaskSpec::periodic(format!("t{i}"), c * 1000, t * 1000)
+                }
+            })
+            .collect(),
+        Err(_) => draw(SEED, p as u64, set, load, UMIN, UMAX),
+    };
+    let sb = platform.simulated(kind, &tasks, ms * 1_000_000);
+    let names: Vec<String> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{i} ({}/{} us)", t.wcet / 1000, t.period / 1000))
+        .collect();
+    println!(
+        "set {set} at {load}, {}: {}; simulated misses in the box: {sb:?}\n",
+        kind.name(),
+        names.join(", ")
+    );
+    let real: Vec<RealTask> = tasks.iter().cloned().map(RealTask::whole).collect();
+    let _turn = rtbox_linux::lock::realtime_turn().expect("machine-wide real-runtime lock");
+    let dir = std::env::temp_dir().join(format!("rtbox-exsched-one-{}", std::process::id()));
+    let mut details = Vec::new();
+    for run in 1..=runs {
+        let tools = (rtbox.as_path(), worker.as_path());
+        // Each run keeps its directory (daemon log, journal) for a look afterwards.
+        let dir = dir.join(format!("run{run}"));
+        match run_real(tools, &platform, kind, &real, ms * 1_000_000, &dir) {
+            Ok(o) => {
+                println!(
+                    "run {run}: {} jobs, {} ({} outside stalls), daemon {}, canary worst {} us, worst responses {} ms, loop {} steps {:.1} ms",
+                    o.jobs,
+                    o.misses,
+                    o.own,
+                    o.daemon_misses,
+                    o.canary_worst / 1000,
+                    o.task_worst
+                        .iter()
+                        .map(|w| format!("{:.1}", *w as f64 / 1e6))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    o.loop_steps,
+                    o.loop_cpu_ns as f64 / 1e6
+                );
+                let first = o.missed.iter().map(|m| m.release).min().unwrap_or(0);
+                details.extend(o.missed.iter().map(|m| (run, first, m.clone())));
+            }
+            Err(e) => println!("run {run}: error: {e}"),
         }
+    }
+    println!("daemon logs: {}", dir.display());
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    if !details.is_empty() {
+        println!();
+        print_misses(&details, &refs);
     }
 }
 

@@ -144,6 +144,11 @@ impl RealBox {
     }
 }
 
+/// The name of the plug-in box of the real runs.
+pub fn box_name() -> &'static str {
+    BOX
+}
+
 /// The seed's heavy case: tasks a, b and c of 5.5 ms every 10 ms (implicit deadlines), each
 /// job burning `work` (at most 5.5 ms).
 pub fn heavy_tasks(work: Nanos) -> Vec<RealTask> {
@@ -220,6 +225,11 @@ pub struct RealOutcome {
     pub misses: u64,
     /// The same per task, in the order given.
     pub task_misses: Vec<u64>,
+    /// Each task's worst response time by the daemon's job pages (ns), in the order given.
+    pub task_worst: Vec<u64>,
+    /// The daemon's enforcement loop over its whole run: CPU time (ns) and steps.
+    pub loop_cpu_ns: u64,
+    pub loop_steps: u64,
     /// Each miss the worker timed: task index, release, lateness, and the canaries' lateness
     /// inside the job's window per CPU (ns).
     pub missed: Vec<Missed>,
@@ -395,10 +405,21 @@ pub fn run_real(
         .iter()
         .filter(|t| t["plugin"]["verdict"] == "background")
         .count();
-    o.daemon_misses = rows(&end?)
+    let end = end?;
+    o.loop_cpu_ns = end["loop"]["cpu_ns"].as_u64().unwrap_or(0);
+    o.loop_steps = end["loop"]["steps"].as_u64().unwrap_or(0);
+    let end = rows(&end);
+    o.daemon_misses = end.iter().filter_map(|t| t["misses"].as_u64()).sum();
+    // Per task in the worker's order (its thread ids), the daemon's worst response.
+    o.task_worst = tids
         .iter()
-        .filter_map(|t| t["misses"].as_u64())
-        .sum();
+        .map(|tid| {
+            end.iter()
+                .find(|t| t["tid"].as_i64() == Some(*tid))
+                .and_then(|t| t["max_response_ns"].as_u64())
+                .unwrap_or(0)
+        })
+        .collect();
     Ok(o)
 }
 

@@ -76,32 +76,38 @@ static __always_inline void emit(__u32 kind, __u32 tid, __u32 pid, __u32 arg)
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* One runnable member less on server `s`; the loop is told when it was the last one (and
- * which member it was, `tid`, for its figures). */
-static __always_inline void server_dec(__s32 s, int quiet, __u32 tid)
+/* One runnable member less on server `s`; the loop is told when it was the last one, or at
+ * every change when `every` (and which member it was, `tid`, for its figures). */
+static __always_inline void server_dec(__s32 s, int quiet, int every, __u32 tid)
 {
 	if (s < 0 || s >= RTBOX_MAX_SERVERS)
 		return;
-	if (__sync_fetch_and_add(&shared.runnable[s], -1) == 1 && !quiet)
+	if ((__sync_fetch_and_add(&shared.runnable[s], -1) == 1 || every) && !quiet)
 		emit(RTBOX_EV_SERVER_IDLE, tid, 0, s);
 }
 
-/* One runnable member more on server `s`; the loop is told when it is the first one. */
-static __always_inline void server_inc(__s32 s, int quiet, __u32 tid)
+/* One runnable member more on server `s`; the loop is told when it is the first one, or at
+ * every change when `every`. */
+static __always_inline void server_inc(__s32 s, int quiet, int every, __u32 tid)
 {
 	if (s < 0 || s >= RTBOX_MAX_SERVERS)
 		return;
-	if (__sync_fetch_and_add(&shared.runnable[s], 1) == 0 && !quiet)
+	if ((__sync_fetch_and_add(&shared.runnable[s], 1) == 0 || every) && !quiet)
 		emit(RTBOX_EV_SERVER_ACTIVE, tid, 0, s);
 }
 
 /* Keep the per-server counts equal to the members' readiness: a runnable member is counted
- * once, under its current server; a blocked one not at all. */
+ * once, under its current server; a blocked one not at all. A member of a global box
+ * (`every`) reports each wake-up and block: the loop's core places its box's members across
+ * vCPUs by priority, so a member that wakes or blocks beside another on its server changes
+ * what should run on the other vCPUs (without it, the core held a vCPU for a member that had
+ * blocked until its next timer, up to a server period: issue 16, Figure 11's global runs). */
 static __always_inline void settle(struct rtbox_fig *f, int ready, __u32 tid)
 {
 	__s32 counted = f->counted;
 	__s32 server = (__s32)f->server;
 	int quiet = f->quiet;
+	int every = f->every;
 
 	if (ready) {
 		if (counted == server)
@@ -109,12 +115,12 @@ static __always_inline void settle(struct rtbox_fig *f, int ready, __u32 tid)
 		f->counted = server;
 		/* A runnable member counted elsewhere was moved by the loop itself (global
 		 * placement): neither server's change is news to it. */
-		server_inc(server, quiet || counted >= 0, tid);
+		server_inc(server, quiet || counted >= 0, every, tid);
 		if (counted >= 0)
-			server_dec(counted, 1, tid);
+			server_dec(counted, 1, every, tid);
 	} else if (counted >= 0) {
 		f->counted = -1;
-		server_dec(counted, quiet, tid);
+		server_dec(counted, quiet, every, tid);
 	}
 }
 

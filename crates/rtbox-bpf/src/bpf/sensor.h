@@ -31,7 +31,8 @@ struct rtbox_fig {
 	__u32 server;       /* daemon: server slot the member is placed on */
 	__s32 counted;      /* program: server slot it is counted runnable under, -1 none */
 	__u32 quiet;        /* daemon: set before a stop; the next run or wake-up clears it */
-	__u64 pad;
+	__u32 every;        /* daemon: each readiness change is news (a global box's member) */
+	__u32 pad;
 };
 
 struct rtbox_event {

@@ -1086,7 +1086,10 @@ impl Runtime {
             if !(lazy && keeps_server(m)) {
                 if m.charge_to != d.charge_to {
                     if let Some(c) = &m.clock {
-                        c.place(d.charge_to);
+                        let global = system
+                            .get(&m.box_name)
+                            .is_some_and(|b| b.spec.placement == rtbox_model::Placement::Global);
+                        c.place(d.charge_to, global);
                     }
                 }
                 m.charge_to = d.charge_to;

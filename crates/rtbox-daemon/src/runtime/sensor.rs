@@ -180,10 +180,12 @@ impl MemberClock {
         }
     }
 
-    /// Tells the sensor the member's server.
-    pub fn place(&self, server: Option<ServerId>) {
+    /// Tells the sensor the member's server, and whether its box places its members across
+    /// vCPUs (`every`: each of its wake-ups and blocks is news to the loop).
+    pub fn place(&self, server: Option<ServerId>, every: bool) {
         if let MemberClock::Bpf(r) = self {
             r.set_server(slot(server));
+            r.set_every(every);
         }
     }
 }
