@@ -425,6 +425,58 @@ fn a_stalled_loop_is_backed_up_per_cpu() {
     assert_eq!(state, 'R', "the hog was left stopped");
 }
 
+/// Issue 16: a thread that enters a box through the task API while its process is already
+/// in the box is a member at once, even when it was made after the process's threads were
+/// listed (no step, so no scan, in between; seen: a worker's last thread ran outside its box
+/// for a second and its plug-in group was built again mid-run).
+#[test]
+fn a_thread_made_after_its_process_joined_is_a_member_when_it_enters() {
+    let Some(_g) = serial("a_thread_made_after_its_process_joined_is_a_member_when_it_enters")
+    else {
+        return;
+    };
+    let mut rt = box_a_runtime(RuntimeOptions {
+        state_file: state_file("late-thread"),
+        ..RuntimeOptions::default()
+    });
+    // A process that makes a second thread when told and prints its thread id.
+    let mut proc = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, threading, time\n\
+             sys.stdin.readline()\n\
+             t = threading.Thread(target=lambda: (print(threading.get_native_id(), flush=True), time.sleep(30)), daemon=True)\n\
+             t.start()\n\
+             time.sleep(30)\n",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let pid = proc.id() as i32;
+    rt.attach("A", Target::Pid(pid)).expect("attach");
+    use std::io::{BufRead, Write};
+    proc.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(proc.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("thread id");
+    let tid: i32 = line.trim().parse().expect("a thread id");
+    assert!(
+        !rt.member_tids("A").contains(&tid),
+        "the new thread joined before it entered: the case is not tested"
+    );
+    rt.task_enter("A", pid, tid, 0).expect("enter");
+    let joined = rt.member_tids("A").contains(&tid);
+    rt.shutdown();
+    let _ = proc.kill();
+    let _ = proc.wait();
+    assert!(
+        joined,
+        "the entering thread {tid} is not a member of its box"
+    );
+}
+
 /// Issue 5 (never leave the system worse): a runtime dropped without `shutdown` (a panicking
 /// embedder) still gives its members back: policy, affinity and cgroup as before, not frozen.
 #[test]

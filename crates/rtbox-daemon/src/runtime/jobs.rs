@@ -423,7 +423,14 @@ impl Runtime {
             .find(|m| m.pid == pid)
             .map(|m| m.box_name.clone());
         let attached = match member_of {
-            Some(b) if b == box_name => false,
+            Some(b) if b == box_name => {
+                // Its process is in the box; the thread itself may have been made after the
+                // process's threads were listed (its fork reached no member parent).
+                if !self.members.by_tid.contains_key(&tid) {
+                    self.members.add_threads(&mut self.sched, box_name, &[tid]);
+                }
+                false
+            }
             Some(b) => {
                 return Err(TaskError::OtherBox {
                     pid,

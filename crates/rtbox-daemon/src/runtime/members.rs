@@ -410,7 +410,24 @@ impl Members {
                 return Err(RuntimeError::AttachSelf);
             }
         }
-        let n = self.add_threads(sched, box_name, &tids);
+        let mut n = self.add_threads(sched, box_name, &tids);
+        // Threads made while the first list was taken and registered had no member parent the
+        // sensor knew, so no fork event: read the list again until it holds no stranger (seen:
+        // a worker's last thread, made during its process's attach, ran outside its box for a
+        // second until the next scan, and its plug-in group was built again mid-run).
+        for _ in 0..3 {
+            let Ok(again) = target_threads(&target) else {
+                break;
+            };
+            let strangers: Vec<i32> = again
+                .into_iter()
+                .filter(|t| !self.by_tid.contains_key(t))
+                .collect();
+            if strangers.is_empty() {
+                break;
+            }
+            n += self.add_threads(sched, box_name, &strangers);
+        }
         self.attachments.push(Attachment {
             box_name: box_name.to_string(),
             target,
