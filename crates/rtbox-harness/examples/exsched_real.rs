@@ -16,7 +16,8 @@
 //! `exsched_real one RTBOX WORKER LOAD SET PLUGIN MS RUNS [SENSOR [BUDGET_US:PERIOD_US]]`: one
 //! set of the sweep under one plug-in, RUNS times (the daemon's sensor `perf` or `bpf`, else its
 //! default; the box's interface, else Figure 11's), every miss with the canaries' lateness in
-//! its window.
+//! its window. `RTBOX_ONE_TASKS="C:T,..."` (us) runs that set instead of the drawn one;
+//! `RTBOX_ONE_KEEP=1` keeps each run's directory with the daemon's log.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -339,7 +340,6 @@ fn one(a: &[String]) {
     let mut details = Vec::new();
     for run in 1..=runs {
         let tools = (rtbox.as_path(), worker.as_path());
-        // Each run keeps its directory (daemon log, journal) for a look afterwards.
         let dir = dir.join(format!("run{run}"));
         match run_real(tools, &platform, kind, &real, ms * 1_000_000, &dir) {
             Ok(o) => {
@@ -364,7 +364,12 @@ fn one(a: &[String]) {
             Err(e) => println!("run {run}: error: {e}"),
         }
     }
-    println!("daemon logs: {}", dir.display());
+    // RTBOX_ONE_KEEP=1 keeps each run's directory (daemon log, journal) for a look afterwards.
+    if std::env::var_os("RTBOX_ONE_KEEP").is_some() {
+        println!("daemon logs: {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     if !details.is_empty() {
         println!();
