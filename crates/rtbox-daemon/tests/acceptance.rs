@@ -5,9 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rtbox_daemon::{Runtime, RuntimeOptions, Target, LOOP_PRIO};
-use rtbox_harness::{acceptance_cases, percentile, run_case, spawn_hog};
-use rtbox_linux::sched::{self, SchedAttr};
+use rtbox_daemon::{Runtime, RuntimeOptions, Target};
+use rtbox_harness::{acceptance_cases, percentile, run_case, spawn_hog, AsLoop};
 use rtbox_model::{BoxSpec, Interface, Mode, Platform};
 
 /// One real-runtime test at a time, here and machine-wide; `None`, after printing why,
@@ -314,25 +313,6 @@ fn schedstat_ns(tid: i32) -> u64 {
 }
 
 /// Steps the runtime as its loop would, for `d`.
-/// The calling thread as the daemon's loop thread: SCHED_FIFO [`LOOP_PRIO`] until dropped,
-/// then a normal thread again. Driven at normal priority, the test's loop waited behind the
-/// machine's other work (a build beside the suite: 10-100 ms late), and a loop that late
-/// measures the lateness, not the runtime (shares of 0.00-0.37 against 0.24).
-struct AsLoop;
-
-impl AsLoop {
-    fn raise() -> AsLoop {
-        let _ = sched::set_attr(0, &SchedAttr::fifo(LOOP_PRIO));
-        AsLoop
-    }
-}
-
-impl Drop for AsLoop {
-    fn drop(&mut self) {
-        let _ = sched::set_attr(0, &SchedAttr::other(0));
-    }
-}
-
 fn drive(rt: &mut Runtime, d: Duration) {
     let t0 = Instant::now();
     while t0.elapsed() < d {

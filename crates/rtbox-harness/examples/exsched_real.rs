@@ -52,8 +52,7 @@ fn main() {
 }
 
 fn run(a: &[String]) {
-    if !rtbox_linux::is_root() {
-        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+    if !root_or_skip() {
         return;
     }
     let (rtbox, worker, out) = (
@@ -162,8 +161,7 @@ impl Drop for RtLimitLifted {
 }
 
 fn heavy(a: &[String]) {
-    if !rtbox_linux::is_root() {
-        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+    if !root_or_skip() {
         return;
     }
     let (rtbox, worker) = (PathBuf::from(&a[2]), PathBuf::from(&a[3]));
@@ -203,8 +201,7 @@ fn heavy(a: &[String]) {
             let o = run_real(tools, &platform, kind, &tasks, ms * 1_000_000, &dir);
             drop(lifted);
             if let (PluginKind::FpPm, Ok(o)) = (kind, &o) {
-                let first = o.missed.iter().map(|m| m.release).min().unwrap_or(0);
-                details.extend(o.missed.iter().map(|m| (run, first, m.clone())));
+                details.extend(misses_of(run, o));
             }
             match o {
                 Ok(o) => println!(
@@ -256,8 +253,7 @@ fn print_misses(details: &[(u64, u64, exsched::Missed)], names: &[&str]) {
 /// `one RTBOX WORKER LOAD SET PLUGIN MS RUNS [SENSOR]`: one Figure 11 set (point LOAD as in the sweep,
 /// e.g. 0.9) under one plug-in, RUNS times, with every miss against the canaries.
 fn one(a: &[String]) {
-    if !rtbox_linux::is_root() {
-        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+    if !root_or_skip() {
         return;
     }
     let (rtbox, worker) = (PathBuf::from(&a[2]), PathBuf::from(&a[3]));
@@ -316,7 +312,7 @@ fn one(a: &[String]) {
                     .filter(|&(c, t)| c > 0 && c <= t)
                     .unwrap_or_else(|| bad(&format!("RTBOX_ONE_TASKS: {ct:?} is not C:T in us")));
                 rtbox_model::TaskSpec {
-                    box_name: Some(exsched::box_name().into()),
+                    box_name: Some(rtbox_experiment::exsched::BOX.into()),
                     ..rtbox_model::TaskSpec::periodic(format!("t{i}"), c * 1000, t * 1000)
                 }
             })
@@ -358,8 +354,7 @@ fn one(a: &[String]) {
                     o.loop_steps,
                     o.loop_cpu_ns as f64 / 1e6
                 );
-                let first = o.missed.iter().map(|m| m.release).min().unwrap_or(0);
-                details.extend(o.missed.iter().map(|m| (run, first, m.clone())));
+                details.extend(misses_of(run, &o));
             }
             Err(e) => println!("run {run}: error: {e}"),
         }
@@ -375,6 +370,21 @@ fn one(a: &[String]) {
         println!();
         print_misses(&details, &refs);
     }
+}
+
+/// Whether this runs as root; otherwise says why it skips.
+fn root_or_skip() -> bool {
+    let root = rtbox_linux::is_root();
+    if !root {
+        eprintln!("exsched_real: needs root (runs the daemon and real-time threads); skipped");
+    }
+    root
+}
+
+/// The misses of run `run` for [`print_misses`], each with the run's first missed release.
+fn misses_of(run: u64, o: &exsched::RealOutcome) -> Vec<(u64, u64, exsched::Missed)> {
+    let first = o.missed.iter().map(|m| m.release).min().unwrap_or(0);
+    o.missed.iter().map(|m| (run, first, m.clone())).collect()
 }
 
 /// Per plug-in and load: (sets, real ok, real stall-only, sim-in-box ok, sim-whole ok).

@@ -27,7 +27,7 @@ use rtbox_experiment::exsched::{self, BOX};
 use rtbox_model::{Bandwidth, Interface, Nanos, PluginKind, TaskSpec};
 use rtbox_workload::Rng;
 
-use crate::fidelity::{canary, during_stall, Daemon, Late};
+use crate::fidelity::{canary, during_stall, stalls_per_cpu, Daemon, Late};
 
 /// The box's budget per CPU (see the module documentation).
 pub const BOX_BUDGET: Nanos = 4_400_000;
@@ -142,11 +142,6 @@ impl RealBox {
     fn daemon_args(&self) -> Vec<&'static str> {
         self.sensor.map(|s| vec!["--sensor", s]).unwrap_or_default()
     }
-}
-
-/// The name of the plug-in box of the real runs.
-pub fn box_name() -> &'static str {
-    BOX
 }
 
 /// The seed's heavy case: tasks a, b and c of 5.5 ms every 10 ms (implicit deadlines), each
@@ -371,15 +366,9 @@ pub fn run_real(
                 if !during_stall(release, end_ns, lateness, &late) {
                     o.own += 1;
                 }
+                let per_cpu = stalls_per_cpu(release, end_ns, &late);
                 let stalls = (0..CPUS)
-                    .map(|cpu| {
-                        late.iter()
-                            .filter(|l| {
-                                l.cpu == cpu && l.due + l.late >= release && l.due <= end_ns
-                            })
-                            .map(|l| l.late)
-                            .sum()
-                    })
+                    .map(|cpu| per_cpu.get(&cpu).copied().unwrap_or(0))
                     .collect();
                 o.missed.push(Missed {
                     task: i,

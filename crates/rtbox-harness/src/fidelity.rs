@@ -332,13 +332,21 @@ pub struct Late {
 /// release that left higher-priority (or the task's own earlier) work pending delays the job
 /// as much as one inside its own window.
 pub fn during_stall(from: u64, end: u64, lateness: u64, late: &[Late]) -> bool {
-    let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
+    stalls_per_cpu(from, end, late)
+        .values()
+        .any(|&s| s >= lateness)
+}
+
+/// The canaries' lateness inside the window `from` .. `end`, summed per CPU (CPUs without any
+/// are left out).
+pub fn stalls_per_cpu(from: u64, end: u64, late: &[Late]) -> std::collections::BTreeMap<u32, u64> {
+    let mut per_cpu = std::collections::BTreeMap::new();
     for l in late {
         if l.due + l.late >= from && l.due <= end {
             *per_cpu.entry(l.cpu).or_default() += l.late;
         }
     }
-    per_cpu.values().any(|&s| s >= lateness)
+    per_cpu
 }
 
 /// Rule: the most the machine's stalls can have delayed a job whose level busy period runs
