@@ -55,6 +55,10 @@ pub struct Member {
     paired_frozen: bool,
     /// When the loop thawed it, until it is seen running (see [`THAW_GRACE`]).
     pub(super) thawed_at: Option<Nanos>,
+    /// CLOCK_MONOTONIC just before the loop's last thaw of it, read under the backstop's lock
+    /// (0: never): a quiet stop stamped earlier was undone by that thaw
+    /// (`Runtime::replay_quiet_stops`).
+    pub(super) thawed_mono: u64,
     /// Frozen by the loop while it slept (its server spent): it does not count as ready for
     /// being frozen. A freeze wakes a sleeping thread into the freezer, where it stays until
     /// thawed; counted as ready, dozens of sleeping members took the places of a busy member
@@ -561,6 +565,7 @@ impl Members {
                     paired_at: 0,
                     paired_frozen: false,
                     thawed_at: None,
+                    thawed_mono: 0,
                     frozen_asleep: false,
                     local_prio,
                     charge_to: None,
@@ -855,8 +860,8 @@ impl Members {
     }
 
     /// Thaws members whose recorded state `decide` already set to running; returns those
-    /// found gone.
-    pub fn thaw(&mut self, now: Nanos, tids: &[i32]) -> Vec<i32> {
+    /// found gone. `mono`: CLOCK_MONOTONIC before the first thaw (see [`Member::thawed_mono`]).
+    pub fn thaw(&mut self, now: Nanos, mono: u64, tids: &[i32]) -> Vec<i32> {
         let mut gone = Vec::new();
         for tid in tids {
             let Some(m) = self.by_tid.get_mut(tid) else {
@@ -869,6 +874,7 @@ impl Members {
                 Ok(()) => {
                     self.rest.stir(*tid, &m.box_name);
                     m.thawed_at = Some(now);
+                    m.thawed_mono = mono;
                     // The next freeze needs its own pair, even if no step sees the member
                     // running in between (measured: a freeze, thaw and backstop freeze within
                     // one step left 3.25 ms of perf time, most of it a host stall, unrefunded).
