@@ -536,6 +536,26 @@ pub fn acceptance_cases(measure_ns: u64) -> Vec<(Case, Expect)> {
         ),
         Expect { per_box: vec![0.3] },
     ));
+    // Both CPUs filled to 0.9 by two boxes each: every exhaustion meets another box's
+    // replenishment or exhaustion on its CPU and a busy other CPU. With the BPF sensor half of
+    // such runs once left a member running unstopped (a quiet stop replayed as a freeze after
+    // the loop had thawed the member again: `Runtime::still_frozen`).
+    v.push((
+        case(
+            "full CPUs: 1/5 + 3.5/5 ms on each CPU",
+            vec![
+                per_cpu_us("A", 1_000, 5_000, "0"),
+                per_cpu_us("B", 3_500, 5_000, "0"),
+                per_cpu_us("C", 1_000, 5_000, "1"),
+                per_cpu_us("D", 3_500, 5_000, "1"),
+            ],
+            vec![("A", 1), ("B", 1), ("C", 1), ("D", 1)],
+            vec![],
+        ),
+        Expect {
+            per_box: vec![0.2, 0.7, 0.2, 0.7],
+        },
+    ));
     let under = |fifo: Option<u32>, cpu: u32| Unmanaged {
         fifo,
         cpu: Some(cpu),
