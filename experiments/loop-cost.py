@@ -2,7 +2,8 @@
 its clock readings: the daemon's real-time threads and the members, from /proc schedstat, over
 SECONDS of CLOCK_MONOTONIC. Prints one markdown row.
 
-usage: loop-cost.py DAEMON_PID SECONDS SENSOR CASE PID:BOX:RESERVED:CPU:Q/P,... ...
+usage: loop-cost.py DAEMON_PID SECONDS CPU:STEPS,... "CASE SENSOR" PID:BOX:RESERVED ...
+(STEPS: the loop steps per second admission models on that CPU, from `rtbox check`.)
 """
 
 import os
@@ -33,13 +34,15 @@ def runtime(path):
 
 
 def main():
-    daemon, secs, sensor, case = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
-    members = [m.split(":", 3) for m in sys.argv[5:]]
+    daemon, secs = int(sys.argv[1]), float(sys.argv[2])
+    steps = {int(c): float(n) for c, n in (x.split(":") for x in sys.argv[3].split(","))}
+    case, sensor = sys.argv[4].split()
+    members = [m.split(":", 2) for m in sys.argv[5:]]
     threads = rt_threads(daemon)
 
     def read():
         d = {t: runtime(f"/proc/{daemon}/task/{t}/schedstat") for t in threads}
-        m = [runtime(f"/proc/{pid}/schedstat") for pid, _, _, _ in members]
+        m = [runtime(f"/proc/{pid}/schedstat") for pid, _, _ in members]
         return d, m, time.monotonic_ns()
 
     d0, m0, t0 = read()
@@ -48,26 +51,15 @@ def main():
     span = t1 - t0
     got = " ".join(
         f"{box} {(b - a) / span:.4f} ({float(res):.3f})"
-        for (_, box, res, _), a, b in zip(members, m0, m1)
+        for (_, box, res), a, b in zip(members, m0, m1)
     )
     per_thread = {threads[t]: (d1[t] - d0[t]) / span for t in threads}
     total = sum(per_thread.values())
-    # Servers per CPU: period of every server, once per box.
-    servers = {}
-    for _, box, _, spec in {(m[1], m[3]): m for m in members}.values():
-        for s in spec.split(","):
-            cpu, qp = s.split(":")
-            q, p = (int(x) * 1000 for x in qp.split("/"))
-            servers.setdefault(int(cpu), []).append((q, p))
-    min_q = min(q for v in servers.values() for q, _ in v)
-    poll = 100_000_000 if sensor == "bpf" else min(max(min_q, 1_000_000), 4_000_000)
-    ncpus = len(servers)
     loop = sum(v for k, v in per_thread.items() if not k.startswith("rtbox-backstop"))
-    per_cpu = []
-    for cpu in sorted(servers):
-        share = per_thread.get(f"rtbox-backstop{cpu}", 0.0) + loop / ncpus
-        steps = sum(2e9 / p for _, p in servers[cpu]) + 1e9 / poll
-        per_cpu.append((cpu, share, steps))
+    per_cpu = [
+        (cpu, per_thread.get(f"rtbox-backstop{cpu}", 0.0) + loop / len(steps), n)
+        for cpu, n in sorted(steps.items())
+    ]
     threads_txt = ", ".join(f"{k} {v:.4f}" for k, v in sorted(per_thread.items()) if v > 0)
     cpus_txt = ", ".join(f"{c}: {s:.4f}" for c, s, _ in per_cpu)
     steps_txt = ", ".join(f"{st:.0f}" for _, _, st in per_cpu)

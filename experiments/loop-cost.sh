@@ -12,7 +12,8 @@
 # Prints per case: the CPUs filled, what each member got against its reservation, the
 # daemon's real-time CPU (per thread and per CPU that has servers: the backstops are pinned,
 # the loop follows the exhaustions and is split evenly), the steps admission models per CPU
-# (2 per server period plus one per poll interval) and the CPU per modelled step. Compare the
+# (asked of `rtbox check`: 2 per server period plus one per poll interval) and the CPU per
+# modelled step. Compare the
 # last column with `LoopCost` (crates/rtbox-model/src/admission.rs): admission holds on full
 # CPUs while the measured figure stays at or below the admitted step.
 # The daemon runs with `--loop-step-us 0`: these fills are what admission with the loop counted
@@ -76,11 +77,21 @@ run() {
       for _ in $(seq "$n"); do
         sh -c "while :; do :; done" & pids+=($!)
         "$RTBOX" attach "$name" --pid $! --socket "$SOCK" >/dev/null
-        members="$members $!:$name:$reserved:$servers"
+        members="$members $!:$name:$reserved"
       done
     done <<<"$BOXES"
+    # The steps admission models per CPU, from admission itself: with a step of 1 ms the
+    # loop share `rtbox check` counts on a CPU is its modelled steps per second / 1000.
+    echo "[platform]" >"$DIR/case.toml"; echo "cpus = 2" >>"$DIR/case.toml"
+    while read -r name n servers args; do
+      printf "[[box]]\nname = \"%s\"\ninterface.servers = \"%s\"\n" "$name" "$(echo "$servers" | tr , " " | tr : " ")" >>"$DIR/case.toml"
+      case "$args" in *"--placement global"*) echo "placement = \"global\"" >>"$DIR/case.toml" ;; esac
+    done <<<"$BOXES"
+    # (exit 1: refused with a step that dear; the JSON still counts the loop)
+    steps=$({ "$RTBOX" check --json --sensor "$sensor" --loop-step-us 1000 "$DIR/case.toml" || true; } \
+      | python3 -c "import json, sys; print(\",\".join(\"%d:%.0f\" % (c[\"cpu\"], c[\"loop\"] * 1000) for c in json.load(sys.stdin)[\"cpus\"] if c[\"servers\"]))")
     sleep 1
-    chrt -f 99 python3 experiments/loop-cost.py "$d" "$SECS" "$sensor" "$CASE" $members
+    chrt -f 99 python3 experiments/loop-cost.py "$d" "$SECS" "$steps" "$CASE $sensor" $members
     [ -z "${KEEP:-}" ] || "$RTBOX" status --json --socket "$SOCK" >"$DIR/status.json"
   ' _ "$RTBOX" "$DIR" "$sensor" "$SECS" "$(case_boxes "$case")" "$case"
 }
