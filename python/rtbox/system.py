@@ -23,6 +23,24 @@ def _dur(d: Duration) -> str:
     return f"{d}ns" if isinstance(d, int) else str(d)
 
 
+def _bpf_sensor(sensor: Optional[str]) -> bool:
+    """Whether ``rtbox check --sensor SENSOR`` admits the BPF sensor's loop: ``sensor``, else
+    ``RTBOX_SENSOR``, else ``"auto"``, which is BPF where the kernel has BTF (the rule of the
+    daemon's ``SensorChoice::probe`` for a binary built with the BPF program, as
+    ``scripts/setup.sh`` builds it)."""
+    where = "sensor"
+    if sensor is None:
+        sensor = os.environ.get("RTBOX_SENSOR")
+        where = "RTBOX_SENSOR"
+    if sensor is None:
+        sensor = "auto"
+    if sensor == "auto":
+        return os.path.exists("/sys/kernel/btf/vmlinux")
+    if sensor in ("bpf", "perf"):
+        return sensor == "bpf"
+    raise ValueError(f"{where}: unknown sensor {sensor!r} (bpf, perf or auto)")
+
+
 @dataclass(frozen=True)
 class Server:
     """Interface: a hard CBS server of ``budget`` every ``period`` on each CPU of the box."""
@@ -180,15 +198,19 @@ class System:
     def cpus(self) -> List[int]:
         return self._native.cpus
 
-    def check(self, loop_step_us: Optional[int] = None, strict: bool = False) -> Admission:
+    def check(
+        self, loop_step_us: Optional[int] = None, strict: bool = False, sensor: Optional[str] = None
+    ) -> Admission:
         """Admission control as ``rtbox check``: per-CPU servers, totals and refusals.
 
-        ``loop_step_us``: CPU time of one step of the daemon's loop (None: the daemon's
-        default, 0: the reservations alone). ``strict=True`` raises :class:`AdmissionError`
-        when refused.
+        ``loop_step_us``: CPU time of one step of the daemon's loop (None: the measured step of
+        the sensor's loop, 0: the reservations alone). ``sensor``: the daemon's sensor whose
+        loop is admitted, ``"bpf"``, ``"perf"`` or ``"auto"`` (None: as ``rtbox check``, the
+        one ``rtbox daemon`` takes without ``--sensor``: ``RTBOX_SENSOR``, else ``"auto"``).
+        ``strict=True`` raises :class:`AdmissionError` when refused.
         """
         step = None if loop_step_us is None else loop_step_us * 1000
-        a = Admission._from(json.loads(self._native.check(step)))
+        a = Admission._from(json.loads(self._native.check(step, _bpf_sensor(sensor))))
         if strict and not a.admitted:
             err = _rtbox.AdmissionError("refused: " + "; ".join(a.refusals))
             err.refusals = a.refusals  # type: ignore[attr-defined]

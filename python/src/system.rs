@@ -98,12 +98,17 @@ impl System {
         self.inner.platform.cpus.iter().collect()
     }
 
-    /// Admission control as `rtbox check` does it, with the daemon's enforcement loop of
-    /// `loop_step_ns` per step (None: the daemon's default; 0: the reservations alone).
-    /// Returns JSON text.
-    #[pyo3(signature = (loop_step_ns=None))]
-    fn check(&self, loop_step_ns: Option<u64>) -> String {
-        let cost = loop_step_ns.map_or(LoopCost::DEFAULT, LoopCost::with_step);
+    /// Admission control as `rtbox check` does it, with the daemon's enforcement loop of the
+    /// BPF sensor (`bpf`) or the perf sensor, of `loop_step_ns` per step (None: that loop's
+    /// measured step; 0: the reservations alone). Returns JSON text.
+    #[pyo3(signature = (loop_step_ns=None, bpf=false))]
+    fn check(&self, loop_step_ns: Option<u64>, bpf: bool) -> String {
+        let base = if bpf {
+            LoopCost::BPF
+        } else {
+            LoopCost::DEFAULT
+        };
+        let cost = loop_step_ns.map_or(base, |step| LoopCost { step, ..base });
         report::admission(&admit_on_host(&self.inner, cost, &HostLoad::default())).to_string()
     }
 

@@ -75,6 +75,25 @@ def test_check_without_the_daemon_loop_admits_the_bdm_example(bdm_file, cli_json
     ]
 
 
+def test_check_admits_the_loop_of_the_sensor_named_as_the_cli_does(bdm_file, cli_json):
+    system = rtbox.load(bdm_file)
+    loops = {}
+    for sensor in ("perf", "bpf", "auto"):
+        a = system.check(sensor=sensor)
+        cli = cli_json("check", bdm_file, "--sensor", sensor)
+        assert [c.loop for c in a.cpus] == [c["loop"] for c in cli["cpus"]], sensor
+        assert a.refusals == cli["refusals"], sensor
+        loops[sensor] = a.cpus[0].loop
+    # Different loops: the perf loop polls every 1-4 ms, the BPF loop not at all.
+    assert loops["perf"] > loops["bpf"] > 0, loops
+    assert loops["auto"] in (loops["perf"], loops["bpf"])
+    assert system.check(sensor=None).cpus[0].loop == (
+        loops["bpf"] if rtbox.system._bpf_sensor(None) else loops["perf"]
+    )
+    with pytest.raises(ValueError, match="sensor: unknown sensor 'ebpf'"):
+        system.check(sensor="ebpf")
+
+
 def rtbox_examples():
     from conftest import EXAMPLES
 
@@ -138,7 +157,8 @@ def test_built_system_equals_the_loaded_file(bdm_file):
 def test_native_json_is_the_clis_json(bdm_file, cli_json):
     """One shape: the binding's JSON equals the CLI's --json, field for field."""
     system = rtbox.load(bdm_file)
-    assert json.loads(system._native.check(None)) == cli_json("check", bdm_file)
+    bpf = rtbox.system._bpf_sensor(None)
+    assert json.loads(system._native.check(None, bpf)) == cli_json("check", bdm_file)
     assert json.loads(system._native.analyze()) == cli_json("analyze", bdm_file)
     native = json.loads(system._native.synthesize("Y1", "bdm", "20ms", None))
     cli = cli_json("analyze", bdm_file, "--box", "Y1", "--synthesize", "bdm", "--delta", "20ms")

@@ -209,7 +209,8 @@ fn synthesize(b: &SetBox, margin_pct: u64) -> Result<(String, f64), String> {
         .and_then(|r| r.split([',', ' ']).next())
         .and_then(|a| a.parse().ok())
         .ok_or("no alpha in the interface")?;
-    // The daemon admits a box with its enforcement loop's cost (perf sensor, the default):
+    // The daemon admits a box with its enforcement loop's cost (the perf sensor's, the dearer
+    // one, so that a set sized here is admitted with either sensor):
     // a set it would refuse is not run (before: the synthesis knew nothing of the loop, and the
     // daemon refused one synthesized set at 0.94 + 0.03 per CPU).
     let sized = rtbox_config::parse_str(&boxes_text(

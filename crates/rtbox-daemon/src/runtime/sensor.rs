@@ -22,18 +22,17 @@ use rtbox_model::{LoopCost, Nanos, System};
 
 use super::members::{Member, Members, THAW_GRACE};
 
-/// The sensor asked for (`rtbox daemon --sensor`). The default is still `perf`, although since
-/// the sleeping-member fixes the BPF loop measured cheaper in every case of
-/// docs/benchmarks-runtime.md ("Sleeping members"): admission (`rtbox check`, the Python
-/// package's `check`) and the suite's first pass are written against the perf loop's cost, and
-/// a machine-dependent default needs them to follow it first. `bpf` or `auto` (bpf where it
-/// loads) choose it explicitly. Under load the BPF path has overrun a period by more than the
-/// loop's measured lateness allows (hcbs' MPR case, busy machine), which must be understood first.
+/// The sensor asked for (`rtbox daemon --sensor`). The default is `auto`: BPF where its
+/// program loads, else perf, saying so. The BPF loop took 1.5-2x less CPU than the perf loop
+/// in every case measured (docs/benchmarks-runtime.md, "Sleeping members", "The loop on full
+/// CPUs"), and with it Figure 11's real runs agree with the simulator for every plug-in
+/// (docs/exsched.md). Admission follows the same choice (`rtbox check`, the Python package's
+/// `check`: [`SensorChoice::probe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SensorChoice {
     Bpf,
-    #[default]
     Perf,
+    #[default]
     Auto,
 }
 
@@ -278,6 +277,7 @@ mod tests {
         assert_eq!("bpf".parse::<SensorChoice>(), Ok(SensorChoice::Bpf));
         assert_eq!("perf".parse::<SensorChoice>(), Ok(SensorChoice::Perf));
         assert_eq!("auto".parse::<SensorChoice>(), Ok(SensorChoice::Auto));
+        assert_eq!(SensorChoice::default(), SensorChoice::Auto);
         assert!("ebpf"
             .parse::<SensorChoice>()
             .unwrap_err()
