@@ -218,13 +218,14 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         case.boxes.clone(),
         RuntimeOptions {
             state_file: state_file.to_path_buf(),
-            follow: std::env::var_os("RTBOX_NO_FOLLOW").is_none(),
+            // RTBOX_FOLLOW=0|1 overrides the runtime's choice (experiments).
+            follow: std::env::var("RTBOX_FOLLOW").ok().map(|v| v != "0"),
             // The cases measure the mechanism, including the overloaded 1 ms overhead case;
             // `daemon_admits` says whether the daemon's default admission takes them.
             step_cost: 0,
             // The kernel's own per-period figures, except where they would add to the measured
             // loop overhead.
-            audit: !case.name.starts_with("overhead"),
+            audit: !case.name.starts_with("overhead") || std::env::var_os("RTBOX_AUDIT").is_some(),
             backstop: std::env::var_os("RTBOX_NO_BACKSTOP").is_none(),
             ..RuntimeOptions::default()
         },

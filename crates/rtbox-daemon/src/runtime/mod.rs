@@ -89,8 +89,9 @@ pub struct RuntimeOptions {
     /// ([`rtbox_model::admit_with_loop`]); 0: off.
     pub step_cost: Nanos,
     /// Move the loop thread to the CPU of the next budget exhaustion (see
-    /// [`Runtime::follow_exhaustion`]).
-    pub follow: bool,
+    /// [`Runtime::follow_exhaustion`]); `None`: with the perf sensor only (see
+    /// [`Runtime::loop_cpu`] for why not with BPF).
+    pub follow: Option<bool>,
     /// Experiments: also measure every period with the kernel's accounting, read while the
     /// members are frozen (one schedstat read per member and replenishment).
     pub audit: bool,
@@ -128,7 +129,7 @@ impl Default for RuntimeOptions {
             full_scan: 100_000_000,
             step_cost: LoopCost::DEFAULT.step,
             bpf_step_cost: LoopCost::BPF.step,
-            follow: true,
+            follow: None,
             audit: false,
             backstop: true,
             priorities: None,
@@ -766,7 +767,7 @@ impl Runtime {
     /// 0.4999 in 44 runs of 44. `experiments/fair-server.sh` shows the kernel's side without
     /// rtbox: short real-time wake-ups on a CPU full of real-time work.
     pub fn loop_cpu(&self) -> Option<u32> {
-        if self.sensor.is_some() {
+        if !self.opts.follow.unwrap_or(self.sensor.is_none()) {
             return None;
         }
         let quiet: Vec<u32> = (0..self.sched.cpu_count())
@@ -779,9 +780,6 @@ impl Runtime {
     /// Moves the calling thread (the enforcement loop) to [`Runtime::loop_cpu`] (see
     /// [`LoopPin::follow`] for why).
     pub fn follow_exhaustion(&mut self) {
-        if !self.opts.follow {
-            return;
-        }
         if let Some(cpu) = self.loop_cpu() {
             self.pin.follow(cpu);
         }
