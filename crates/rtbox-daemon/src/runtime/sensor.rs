@@ -22,22 +22,19 @@ use rtbox_model::{LoopCost, Nanos, System};
 
 use super::members::{Member, Members, THAW_GRACE};
 
-/// The sensor asked for (`rtbox daemon --sensor`). The default is still `perf`, although since
-/// the sleeping-member fixes the BPF loop measured cheaper in every case of
-/// docs/benchmarks-runtime.md ("Sleeping members"): admission (`rtbox check`, the Python
-/// package's `check`) and the suite's first pass are written against the perf loop's cost, and
-/// a machine-dependent default needs them to follow it first. `bpf` or `auto` (bpf where it
-/// loads) choose it explicitly. Under load the BPF path has overrun a period by more than the
-/// loop's measured lateness allows (hcbs' MPR case, busy machine), and a 50 / 100 ms box
-/// beside an unmanaged SCHED_FIFO hog got 0.35-0.47 of its 0.5 in 4 runs of 4 with one
-/// SCHED_OTHER hog per CPU, while the normal hog on its CPU got 0.13-0.35 (0.5000 on a quiet
-/// machine, and with perf under the same load: `hcbs.rs`,
-/// `a_box_beside_an_unmanaged_fifo_hog_gets_its_share`, 28 Nov), which must be understood first.
+/// The sensor asked for (`rtbox daemon --sensor`). The default is `auto`: BPF where its
+/// program loads, else perf, saying so. The BPF loop took 1.5-2x less CPU than the perf loop
+/// in every case measured (docs/benchmarks-runtime.md, "Sleeping members", "The loop on full
+/// CPUs"), and with it Figure 11's real runs agree with the simulator for every plug-in
+/// (docs/exsched.md). Admission follows the same choice (`rtbox check`, the Python package's
+/// `check`: [`SensorChoice::probe`]). On a busy machine the BPF loop once lost a box up to
+/// half its share to the kernel's fair server; the cause was the loop sleeping pinned beside
+/// the box, which it no longer does ([`super::Runtime::loop_cpu`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SensorChoice {
     Bpf,
-    #[default]
     Perf,
+    #[default]
     Auto,
 }
 
@@ -282,6 +279,7 @@ mod tests {
         assert_eq!("bpf".parse::<SensorChoice>(), Ok(SensorChoice::Bpf));
         assert_eq!("perf".parse::<SensorChoice>(), Ok(SensorChoice::Perf));
         assert_eq!("auto".parse::<SensorChoice>(), Ok(SensorChoice::Auto));
+        assert_eq!(SensorChoice::default(), SensorChoice::Auto);
         assert!("ebpf"
             .parse::<SensorChoice>()
             .unwrap_err()
