@@ -762,7 +762,7 @@ impl Runtime {
     /// time on each CPU (the loop sleeps through the quiet ones), so following them buys
     /// nothing, and a loop pinned beside a box makes this kernel's fair server take CPU from
     /// the box. Measured (`a_box_beside_an_unmanaged_fifo_hog_gets_its_share` on a busy
-    /// machine): with the loop following, the 0.5 box got 0.27-0.47 in 10 runs of 37, the
+    /// machine): with the loop following, the 0.5 box got 0.27-0.45 in 10 runs of 37, the
     /// normal hog beside it up to 0.50 of the CPU where the fair server lends 0.05; unpinned,
     /// 0.4999 in 44 runs of 44. `experiments/fair-server.sh` shows the kernel's side without
     /// rtbox: short real-time wake-ups on a CPU full of real-time work.
