@@ -56,7 +56,8 @@ fn hog_bandwidth_matches_the_reservation() {
 
 /// A box sharing its CPU with an unmanaged SCHED_FIFO hog below the members' band gets its
 /// share within 2.5 %, and the FIFO hog gets what the box, the loop, the kernel's fair server
-/// (50 ms a second while normal threads wait) and the host leave, within 2.5 % of that.
+/// (50 ms a second while normal threads wait) and the host leave, within 2.5 % of that; on a
+/// busy machine both may also lose what the fair server lends the normal hogs beyond its 50 ms.
 #[test]
 fn a_box_beside_an_unmanaged_fifo_hog_gets_its_share() {
     let Some(_g) = serial("a_box_beside_an_unmanaged_fifo_hog_gets_its_share") else {
@@ -75,8 +76,23 @@ fn a_box_beside_an_unmanaged_fifo_hog_gets_its_share() {
         o.host_steal,
         o.background_on(1)
     );
-    within("box", got, expect.per_box[0], 0.5 * 0.025, o.host_steal);
-    let floor = (rest - o.loop_cpu - 0.05 - o.host_steal) * (1.0 - 0.025);
+    // This kernel's fair server sometimes lends waiting normal threads far more than its
+    // 50 ms a second, above every real-time thread (experiments/fair-server.sh reproduces it
+    // without rtbox; docs/runtime.md, "Known limits"). What it lent beyond that, measured as
+    // what the machine's normal hogs got on CPU 1 above 0.05, is lost to the box and the FIFO
+    // hog whatever the enforcement does; a loss to anything else still fails.
+    let excess = (o.background_on(1) - 0.05 - 0.005).max(0.0);
+    if excess > 0.0 {
+        eprintln!("the kernel's fair server lent normal threads {excess:.4} CPU beyond its budget");
+    }
+    within(
+        "box",
+        got,
+        expect.per_box[0],
+        0.5 * 0.025,
+        o.host_steal + excess,
+    );
+    let floor = (rest - o.loop_cpu - 0.05 - o.host_steal - excess) * (1.0 - 0.025);
     assert!(
         fifo <= rest + 0.5 * 0.025 && fifo >= floor,
         "FIFO hog {fifo:.4}, expected between {floor:.4} and {rest:.4}"
