@@ -59,6 +59,9 @@ pub struct Member {
     /// (0: never): a quiet stop stamped earlier was undone by that thaw
     /// (`Runtime::replay_quiet_stops`).
     pub(super) thawed_mono: u64,
+    /// BPF sensor: its wake-up count just before the loop's last thaw, which tells when the
+    /// thaw's own wake-up came (`sensor::thaw_taken`).
+    pub(super) thaw_wakeups: u64,
     /// Frozen by the loop while it slept (its server spent): it does not count as ready for
     /// being frozen. A freeze wakes a sleeping thread into the freezer, where it stays until
     /// thawed; counted as ready, dozens of sleeping members took the places of a busy member
@@ -566,6 +569,7 @@ impl Members {
                     paired_frozen: false,
                     thawed_at: None,
                     thawed_mono: 0,
+                    thaw_wakeups: 0,
                     frozen_asleep: false,
                     local_prio,
                     charge_to: None,
@@ -870,8 +874,14 @@ impl Members {
             let Some(dir) = self.stops.dir(&self.layout, *tid) else {
                 continue;
             };
+            // Read before the write: the thaw's wake-up counts after it.
+            let wakeups = match &m.clock {
+                Some(MemberClock::Bpf(r)) => r.read(mono).wakeups,
+                _ => 0,
+            };
             match apply::freeze_fast(&mut m.freeze, &dir, false) {
                 Ok(()) => {
+                    m.thaw_wakeups = wakeups;
                     self.rest.stir(*tid, &m.box_name);
                     m.thawed_at = Some(now);
                     m.thawed_mono = mono;
