@@ -1,6 +1,7 @@
 //! The memory the program and the daemon share (`.bss` of the object, mapped by libbpf):
-//! one `Fig` per member slot, the runnable count per server slot, the lost-event count, and a
-//! dirty bit per member slot (set by the program after each write of the slot's figures).
+//! one `Fig` per member slot, the runnable count per server slot, the lost-event count, a
+//! dirty bit per member slot (set by the program after each write of the slot's figures), and
+//! per member slot its CPU time before its join that its figures leave out.
 //! Layout as `struct rtbox_fig` / the globals of `bpf/sensor.bpf.c` (checked by a test against
 //! the constants of `bpf/sensor.h`).
 
@@ -75,7 +76,7 @@ pub struct Fig {
     counted: AtomicI32,
     quiet: AtomicU32,
     every: AtomicU32,
-    _pad: u32,
+    joined: AtomicU32,
 }
 
 const _: () = assert!(std::mem::size_of::<Fig>() == 64);
@@ -100,6 +101,9 @@ impl Fig {
         let counted = if state.ready() { server as i32 } else { -1 };
         self.counted.store(counted, Ordering::Relaxed);
         self.every.store(0, Ordering::Relaxed);
+        // Taken as running, its figure may be as old as its last tick: the program finds the
+        // difference at its first switch (`pre_join` in the program).
+        self.joined.store(u32::from(since != 0), Ordering::Relaxed);
         self.quiet.store(0, Ordering::Release);
     }
 
@@ -162,12 +166,13 @@ impl Fig {
 const DIRTY_WORDS: usize = MAX_MEMBERS / 64;
 
 /// `.bss` of the program: `figs[MAX_MEMBERS]`, `runnable[MAX_SERVERS]`, `lost_events`,
-/// `dirty[MAX_MEMBERS / 64]`.
+/// `dirty[MAX_MEMBERS / 64]`, `pre_join[MAX_MEMBERS]`.
 pub struct Shared {
     base: *mut u8,
     runnable_off: usize,
     lost_off: usize,
     dirty_off: usize,
+    pre_join_off: usize,
 }
 
 // SAFETY: the mapping is process-wide memory shared with the kernel; every access goes through
@@ -181,15 +186,35 @@ impl Shared {
         let runnable_off = MAX_MEMBERS * std::mem::size_of::<Fig>();
         let lost_off = runnable_off + MAX_SERVERS * 4;
         let dirty_off = lost_off + 8;
+        let pre_join_off = dirty_off + DIRTY_WORDS * 8;
         (!base.is_null()
-            && size >= dirty_off + DIRTY_WORDS * 8
+            && size >= pre_join_off + MAX_MEMBERS * 8
             && (base as usize).is_multiple_of(64))
         .then_some(Shared {
             base,
             runnable_off,
             lost_off,
             dirty_off,
+            pre_join_off,
         })
+    }
+
+    fn pre_join(&self, slot: u32) -> &AtomicU64 {
+        assert!((slot as usize) < MAX_MEMBERS);
+        // SAFETY: in bounds (checked above and at construction), 8-byte aligned.
+        unsafe { &*(self.base.add(self.pre_join_off + slot as usize * 8) as *const AtomicU64) }
+    }
+
+    /// Starts a new member in slot `slot` (not in the members map yet): see [`Fig::reset`].
+    pub fn reset(&self, slot: u32, server: u32, sum: u64, since: u64) {
+        self.pre_join(slot).store(0, Ordering::Relaxed);
+        self.fig(slot).reset(server, sum, since);
+    }
+
+    /// The CPU time before its join that slot `slot`'s figures leave out (found at the
+    /// member's first switch when it was registered as running).
+    pub fn pre_join_ns(&self, slot: u32) -> u64 {
+        self.pre_join(slot).load(Ordering::Acquire)
     }
 
     fn dirty_word(&self, w: usize) -> &AtomicU64 {
@@ -268,24 +293,42 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fig, server), 44);
         assert_eq!(std::mem::offset_of!(Fig, quiet), 52);
         assert_eq!(std::mem::offset_of!(Fig, every), 56);
+        assert_eq!(std::mem::offset_of!(Fig, joined), 60);
         assert!(h.contains("__u32 every;"));
+        assert!(h.contains("__u32 joined;"));
     }
 
     #[test]
     fn a_running_member_is_extrapolated_and_a_stopped_one_exact() {
-        let size = 64 * MAX_MEMBERS + 4 * MAX_SERVERS + 8 + MAX_MEMBERS / 8;
+        let size = 64 * MAX_MEMBERS + 4 * MAX_SERVERS + 8 + MAX_MEMBERS / 8 + 8 * MAX_MEMBERS;
         let layout = std::alloc::Layout::from_size_align(size, 64).unwrap();
         // SAFETY: non-zero size; freed below with the same layout.
         let base = unsafe { std::alloc::alloc_zeroed(layout) };
         let shared = Shared::new(base, size).expect("aligned and large enough");
         let f = shared.fig(3);
-        f.reset(7, 1_000, 0);
+        shared.pre_join(3).store(5, Ordering::Relaxed);
+        shared.reset(3, 7, 1_000, 0);
+        assert_eq!(
+            shared.pre_join_ns(3),
+            0,
+            "a new member has no time before its join"
+        );
+        assert_eq!(
+            f.joined.load(Ordering::Relaxed),
+            0,
+            "registered blocked: exact"
+        );
         let r = f.read(5_000);
         assert_eq!(
             (r.runtime_ns, r.exact, r.state.ready()),
             (1_000, true, false)
         );
         f.reset(7, 1_000, 4_500);
+        assert_eq!(
+            f.joined.load(Ordering::Relaxed),
+            1,
+            "registered running: may be stale"
+        );
         let r = f.read(5_000);
         assert_eq!(
             (r.runtime_ns, r.exact, r.state),

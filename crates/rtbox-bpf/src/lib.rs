@@ -184,6 +184,12 @@ impl Registration {
         self.sensor.shared.fig(self.slot).read(now)
     }
 
+    /// The member's CPU time before its registration that its figures leave out (known from
+    /// its first switch, when it was registered as running; else 0).
+    pub fn pre_join_ns(&self) -> u64 {
+        self.sensor.shared.pre_join_ns(self.slot)
+    }
+
     /// CPU time consumed so far, ns (see [`Reading::runtime_ns`]).
     pub fn runtime_now(&self) -> u64 {
         self.read(now_ns()).runtime_ns
@@ -364,7 +370,7 @@ impl Sensor {
             .pop()
             .ok_or(SensorError::Full { max: MAX_MEMBERS })?;
         let since = if ready { now_ns() } else { 0 };
-        self.shared.fig(slot).reset(server, runtime_ns, since);
+        self.shared.reset(slot, server, runtime_ns, since);
         if ready {
             // Counted as the program would have, had it seen the member wake.
             self.shared.runnable_add(server, 1);

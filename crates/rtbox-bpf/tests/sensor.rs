@@ -228,3 +228,85 @@ fn a_global_members_every_wake_and_block_is_news() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     spinner.join().unwrap();
 }
+
+/// A member registered while it runs starts from a figure that may be as old as its last tick
+/// (/proc's); its time before the join is left out of every figure from its first switch on,
+/// so that its first server is charged only what it ran after the join.
+#[test]
+fn a_member_registered_running_is_not_charged_its_time_before_the_join() {
+    let sensor = match Sensor::load() {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("sensor test skipped: {e}");
+            return;
+        }
+    };
+    let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        // 50 ms of CPU before the join, 30 after it, then block; once more 10 ms, block.
+        spin(Duration::from_millis(50));
+        go_rx.recv().unwrap();
+        spin(Duration::from_millis(30));
+        go_rx.recv().unwrap();
+        spin(Duration::from_millis(10));
+        go_rx.recv().unwrap();
+    });
+    let tid = tid_rx.recv().unwrap();
+    // Registered running with the figure of a stale /proc read (its start): the worker's
+    // 50 ms before the join are not in it. Woken first, once it is done with them.
+    let sleeping = || {
+        let st = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        st.rsplit(") ").next().is_some_and(|r| r.starts_with('S'))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !sleeping() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(sleeping(), "the worker never blocked after its first 50 ms");
+    go_tx.send(()).unwrap();
+    let joined = now_ns();
+    let member = Registration::new(&sensor, tid, 9, 0, true).unwrap();
+    // Blocked again (in the second recv) once its 30 ms are spun.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while member.read(now_ns()).state != State::Blocked && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let wall = now_ns() - joined;
+    let r = member.read(now_ns());
+    assert_eq!(r.state, State::Blocked, "the worker did not block: {r:?}");
+    let kernel = schedstat_ns(tid);
+    let pre = member.pre_join_ns();
+    assert!(
+        r.runtime_ns <= wall,
+        "charged {} ns after a join {} ns ago",
+        r.runtime_ns,
+        wall
+    );
+    assert!(
+        pre >= 40_000_000,
+        "the 50 ms before the join were not found: {pre} ns (figure {}, kernel {kernel})",
+        r.runtime_ns
+    );
+    assert_eq!(
+        r.runtime_ns + pre,
+        kernel,
+        "off CPU: the kernel's figure less the time before"
+    );
+    // Later runs count in full, with the same time left out.
+    go_tx.send(()).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    while member.read(now_ns()).state != State::Blocked && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r2 = member.read(now_ns());
+    assert!(
+        r2.runtime_ns >= r.runtime_ns + 9_000_000,
+        "{r2:?} after {r:?}"
+    );
+    assert_eq!(r2.runtime_ns + pre, schedstat_ns(tid));
+    assert_eq!(member.pre_join_ns(), pre);
+    go_tx.send(()).unwrap();
+    worker.join().unwrap();
+}

@@ -51,6 +51,11 @@ struct {
 	/* One bit per slot, set after every write of its figures; the loop takes and clears
 	 * them, and visits only the members whose figures moved (a sleeper's stay still). */
 	__u64 dirty[RTBOX_MAX_MEMBERS / 64];
+	/* Per slot, the CPU time the member had at its registration beyond the figure the daemon
+	 * registered it with, left out of every figure written: /proc's figure of a running
+	 * thread is as old as its last tick (up to 4 ms at HZ=250), and charged to its first
+	 * server that time made a box throttle early and report an overrun at each join. */
+	__u64 pre_join[RTBOX_MAX_MEMBERS];
 } shared;
 
 /* The slot of member `tid`, or -1. */
@@ -124,6 +129,27 @@ static __always_inline void settle(struct rtbox_fig *f, int ready, __u32 tid)
 	}
 }
 
+/* The kernel's figure `sum` of the member in slot `slot`, in the daemon's terms: less its time
+ * before the join. At the member's first switch after a registration that took it as running
+ * (`joined`), that time is found: the figure registered plus the time on CPU since (which the
+ * daemon's readings showed meanwhile) falls short of the kernel's by it. A member that was
+ * only runnable then is switched in first, and /proc's figure of a thread off CPU is exact. */
+static __always_inline __u64 member_sum(struct rtbox_fig *f, __u32 slot, __u64 sum, __u64 now)
+{
+	if (slot >= RTBOX_MAX_MEMBERS)
+		return sum;
+	if (f->joined) {
+		__u64 shown = f->sum_ns;
+		if (f->on_cpu_since && now > f->on_cpu_since)
+			shown += now - f->on_cpu_since;
+		f->joined = 0;
+		if (sum > shown)
+			shared.pre_join[slot] = sum - shown;
+	}
+	__u64 pre = shared.pre_join[slot];
+	return sum > pre ? sum - pre : 0;
+}
+
 static __always_inline void begin(struct rtbox_fig *f)
 {
 	__sync_fetch_and_add(&f->seq, 1);
@@ -155,7 +181,7 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 		int ready = !exited && (preempt || prev_state == 0);
 
 		begin(f);
-		f->sum_ns = BPF_CORE_READ(prev, se.sum_exec_runtime);
+		f->sum_ns = member_sum(f, slot, BPF_CORE_READ(prev, se.sum_exec_runtime), now);
 		f->on_cpu_since = 0;
 		if (!exited)
 			f->state = ready ? RTBOX_RUNNABLE : RTBOX_BLOCKED;
@@ -167,7 +193,7 @@ int BPF_PROG(rtbox_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (slot >= 0 && slot < RTBOX_MAX_MEMBERS && shared.figs[slot].state != RTBOX_EXITED) {
 		f = &shared.figs[slot];
 		begin(f);
-		f->sum_ns = BPF_CORE_READ(next, se.sum_exec_runtime);
+		f->sum_ns = member_sum(f, slot, BPF_CORE_READ(next, se.sum_exec_runtime), now);
 		f->on_cpu_since = now;
 		f->cpu = bpf_get_smp_processor_id();
 		f->state = RTBOX_RUNNING;

@@ -32,7 +32,8 @@ struct rtbox_fig {
 	__s32 counted;      /* program: server slot it is counted runnable under, -1 none */
 	__u32 quiet;        /* daemon: set before a stop; the next run or wake-up clears it */
 	__u32 every;        /* daemon: each readiness change is news (a global box's member) */
-	__u32 pad;
+	__u32 joined;       /* daemon: registered as running; the program clears it at the
+	                     * member's first switch (see pre_join in sensor.bpf.c) */
 };
 
 struct rtbox_event {
