@@ -14,26 +14,17 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace
 if [ "$(id -u)" -eq 0 ]; then
-    # The first pass ran the runtime with the daemon's default sensor (perf; the kill -9 test
-    # and the BPF sensor's own tests use BPF). This one runs it again with perf beside the
-    # hogs. With `RTBOX_SENSOR=auto` (BPF here) it failed once in two runs (25 Nov 2026):
-    # hcbs' MPR case overran a period by 1.54 ms while the loop was at most 0.74 ms late, and
-    # global boxes sharing CPUs still overrun by milliseconds with BPF (issue 14); only the
-    # HCBS cases run with BPF beside the hogs (below), the rest by hand:
-    # RTBOX_SENSOR=bpf bash scripts/busy.sh cargo test -p rtbox-daemon -p rtbox-cli.
-    # The runtime's acceptance cases once more with the BPF sensor, on the quiet machine: its
-    # own paths (owned and quiet stops: the backstop stops members without the loop, which
-    # replays the exhaustion later) must deliver the same shares.
-    echo "test.sh: the runtime's acceptance cases with the BPF sensor" >&2
-    RTBOX_SENSOR=bpf cargo test -p rtbox-daemon --test acceptance
-    echo "test.sh: busy-machine pass with the perf sensor (real-runtime tests beside one CPU hog per CPU)" >&2
+    # The first pass ran the runtime with the daemon's default sensor (auto: BPF here). The
+    # runtime's acceptance cases once more with the perf sensor, the fallback where BPF does
+    # not load, on the quiet machine; then the runtime's tests beside the hogs with the
+    # default sensor, and the daemon's again with perf.
+    echo "test.sh: the runtime's acceptance cases with the perf sensor" >&2
+    RTBOX_SENSOR=perf cargo test -p rtbox-daemon --test acceptance
+    echo "test.sh: busy-machine pass, default sensor (real-runtime tests beside one CPU hog per CPU)" >&2
+    bash scripts/busy.sh cargo test -p rtbox-daemon
+    bash scripts/busy.sh cargo test -p rtbox-cli --test daemon --test daemon_members
+    echo "test.sh: busy-machine pass of the daemon's tests with the perf sensor" >&2
     RTBOX_SENSOR=perf bash scripts/busy.sh cargo test -p rtbox-daemon
-    RTBOX_SENSOR=perf bash scripts/busy.sh cargo test -p rtbox-cli --test daemon --test daemon_members
-    # The HCBS cases beside the hogs with the BPF sensor: a box beside an unmanaged FIFO hog and
-    # a normal one on its CPU lost up to half its share to the kernel's fair server while the
-    # BPF loop slept pinned beside it (docs/runtime.md, "Known limits").
-    echo "test.sh: the HCBS cases beside the hogs with the BPF sensor" >&2
-    RTBOX_SENSOR=bpf bash scripts/busy.sh cargo test -p rtbox-daemon --test hcbs
 else
     echo "test.sh: busy-machine pass skipped: the real-runtime tests need root" >&2
 fi

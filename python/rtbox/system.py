@@ -25,15 +25,15 @@ def _dur(d: Duration) -> str:
 
 def _bpf_sensor(sensor: Optional[str]) -> bool:
     """Whether ``rtbox check --sensor SENSOR`` admits the BPF sensor's loop: ``sensor``, else
-    ``RTBOX_SENSOR``, else ``"perf"`` (the daemon's default); ``"auto"`` is BPF where the kernel
-    has BTF (the rule of the daemon's ``SensorChoice::probe`` for a binary built with the BPF
-    program, as ``scripts/setup.sh`` builds it)."""
+    ``RTBOX_SENSOR``, else ``"auto"``, which is BPF where the kernel has BTF (the rule of the
+    daemon's ``SensorChoice::probe`` for a binary built with the BPF program, as
+    ``scripts/setup.sh`` builds it)."""
     where = "sensor"
     if sensor is None:
         sensor = os.environ.get("RTBOX_SENSOR")
         where = "RTBOX_SENSOR"
     if sensor is None:
-        sensor = "perf"
+        sensor = "auto"
     if sensor == "auto":
         return os.path.exists("/sys/kernel/btf/vmlinux")
     if sensor in ("bpf", "perf"):
@@ -206,7 +206,7 @@ class System:
         ``loop_step_us``: CPU time of one step of the daemon's loop (None: the measured step of
         the sensor's loop, 0: the reservations alone). ``sensor``: the daemon's sensor whose
         loop is admitted, ``"bpf"``, ``"perf"`` or ``"auto"`` (None: as ``rtbox check``, the
-        one ``rtbox daemon`` takes without ``--sensor``: ``RTBOX_SENSOR``, else ``"perf"``).
+        one ``rtbox daemon`` takes without ``--sensor``: ``RTBOX_SENSOR``, else ``"auto"``).
         ``strict=True`` raises :class:`AdmissionError` when refused.
         """
         step = None if loop_step_us is None else loop_step_us * 1000

@@ -27,7 +27,7 @@ pub struct Args {
     /// The daemon's sensor whose loop is admitted: `perf` (polls every 1-4 ms), `bpf` (no
     /// polls), or `auto`: the one `rtbox daemon --sensor auto` takes on a machine like this one
     /// (bpf where this binary has the program and the kernel has BTF). Default: the one
-    /// `rtbox daemon` takes without `--sensor` (RTBOX_SENSOR, else perf).
+    /// `rtbox daemon` takes without `--sensor` (RTBOX_SENSOR, else auto).
     #[arg(long)]
     pub sensor: Option<rtbox_daemon::runtime::sensor::SensorChoice>,
     /// Also refuse CPUs this machine does not have online, as `rtbox daemon` does (by default

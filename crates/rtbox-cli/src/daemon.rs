@@ -40,7 +40,7 @@ pub struct Args {
     /// event-driven, no polling), `perf` (perf clocks, /proc, a poll every 1-4 ms), or `auto`
     /// (bpf when its program loads, else perf; the choice is logged and shown by status).
     /// Default: the RTBOX_SENSOR environment variable (the test suites run once with each),
-    /// else `perf` (measured cheaper at short periods; docs/runtime.md).
+    /// else `auto`.
     #[arg(long)]
     pub sensor: Option<rtbox_daemon::runtime::sensor::SensorChoice>,
     /// Serve `/metrics` over HTTP (Prometheus text format) at ADDR: `PORT` (loopback only),

@@ -188,7 +188,7 @@ fn kill_9_restores_every_thread_within_one_second() {
         return;
     };
     // `auto`: the BPF sensor where it loads (root, BTF), so its links' fate after kill -9 is
-    // checked in the suite although the daemon's default sensor is perf.
+    // checked in every pass of the suite, whatever RTBOX_SENSOR says.
     let mut env = Env::start("test-kill9", None, &["--sensor", "auto"]);
     let (hogs, orig) = setup(&env);
     let status = env.rtbox(&["status", "--json"]).1;

@@ -105,7 +105,7 @@ pub struct RuntimeOptions {
     /// `step_cost` 0 the loop is not admitted with either sensor.
     pub bpf_step_cost: Nanos,
     /// Which sensor tells the loop what members do ([`sensor`]). Default: `RTBOX_SENSOR`
-    /// (`bpf`, `perf`, `auto`; the test suites run once with each), else `perf`.
+    /// (`bpf`, `perf`, `auto`; the test suites run once with each), else `auto`.
     pub sensor: SensorChoice,
 }
 

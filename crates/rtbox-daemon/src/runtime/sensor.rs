@@ -22,19 +22,21 @@ use rtbox_model::{LoopCost, Nanos, System};
 
 use super::members::{Member, Members, THAW_GRACE};
 
-/// The sensor asked for (`rtbox daemon --sensor`). The default is still `perf`, although the
-/// BPF loop measured cheaper in every case of docs/benchmarks-runtime.md; `bpf` or `auto` (bpf
-/// where it loads) choose it explicitly. Its busy-machine failure (a 50 / 100 ms box beside an
-/// unmanaged FIFO hog lost up to half its share to the kernel's fair server, `hcbs.rs`,
-/// `a_box_beside_an_unmanaged_fifo_hog_gets_its_share`) is understood and fixed
-/// ([`super::Runtime::loop_cpu`]), but global boxes sharing their CPUs still overrun a period by
-/// milliseconds in most runs with it (the 4-box 2 / 10 ms acceptance case: 1.5-4.6 ms, perf
-/// 0.2-0.3 ms): a member runs on while the loop's readings show it idle, not found yet.
+/// The sensor asked for (`rtbox daemon --sensor`). The default is `auto`: BPF where its
+/// program loads, else perf, saying so. The BPF loop took 1.5-2x less CPU than the perf loop
+/// in every case measured (docs/benchmarks-runtime.md, "Sleeping members", "The loop on full
+/// CPUs"), and with it Figure 11's real runs agree with the simulator for every plug-in
+/// (docs/exsched.md). Admission follows the same choice (`rtbox check`, the Python package's
+/// `check`: [`SensorChoice::probe`]). On a busy machine the BPF loop once lost a box up to
+/// half its share to the kernel's fair server; the cause was the loop sleeping pinned beside
+/// the box, which it no longer does ([`super::Runtime::loop_cpu`]); global boxes sharing
+/// their CPUs overran by milliseconds with it until a thaw stopped being taken for a run
+/// ([`thaw_taken`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SensorChoice {
     Bpf,
-    #[default]
     Perf,
+    #[default]
     Auto,
 }
 
@@ -318,6 +320,7 @@ mod tests {
         assert_eq!("bpf".parse::<SensorChoice>(), Ok(SensorChoice::Bpf));
         assert_eq!("perf".parse::<SensorChoice>(), Ok(SensorChoice::Perf));
         assert_eq!("auto".parse::<SensorChoice>(), Ok(SensorChoice::Auto));
+        assert_eq!(SensorChoice::default(), SensorChoice::Auto);
         assert!("ebpf"
             .parse::<SensorChoice>()
             .unwrap_err()
