@@ -6,6 +6,7 @@ mod reconfigure;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::rc::Rc;
 
 use rtbox_model::{admit, fits_cap, Bandwidth, Mode, Nanos, PinPlan, Placement, Policy, System};
 
@@ -79,8 +80,10 @@ struct Bx {
 
 #[derive(Debug, Clone)]
 struct Tk {
-    /// As registered (reconfiguration registers the task again from it).
-    spec: TaskParams,
+    /// As registered (reconfiguration registers the task again from it). Shared, not owned:
+    /// the driver's probes copy the whole scheduler (`exhaustion_is_quiet`), and copying
+    /// every task's names made that copy a quarter of the daemon's CPU with 500 members.
+    spec: Rc<TaskParams>,
     /// `None`: background (no box, or a shared box).
     box_idx: Option<usize>,
     priority: u32,
@@ -373,7 +376,7 @@ impl Scheduler {
             None => None,
         };
         let mut tk = Tk {
-            spec: p.clone(),
+            spec: Rc::new(p.clone()),
             box_idx: None,
             priority: p.priority,
             cpu_idx,

@@ -140,14 +140,33 @@ pub fn scan(
     skip: &dyn Fn(i32) -> bool,
     deadline_attr: &dyn Fn(i32) -> Result<SchedAttr, LinuxError>,
 ) -> Result<Vec<RtThread>, LinuxError> {
+    scan_with(proc, skip, deadline_attr, false)
+}
+
+/// [`scan`]; with `policy_first`, `attr` is asked for every thread's policy first and only
+/// the real-time ones are read from `proc`: one system call instead of an open, a read and a
+/// parse per thread (a host with 500 sleeping processes beside a box spent ~8 ms of the
+/// daemon's CPU per second in this scan, issue 14). The policy stat then shows decides.
+fn scan_with(
+    proc: &Path,
+    skip: &dyn Fn(i32) -> bool,
+    attr: &dyn Fn(i32) -> Result<SchedAttr, LinuxError>,
+    policy_first: bool,
+) -> Result<Vec<RtThread>, LinuxError> {
     fs::read_dir(proc).map_err(|e| LinuxError::io(proc, e))?;
     let mut out = Vec::new();
     for pid in numeric(proc) {
-        if skip(pid) {
-            continue;
-        }
+        // Asked only of processes with a real-time thread (the daemon's own check reads the
+        // process's stat): most have none.
+        let mut skipped = None;
         let task = proc.join(pid.to_string()).join("task");
         for tid in numeric(&task) {
+            if policy_first && attr(tid).is_ok_and(|a| !is_rt_policy(a.policy)) {
+                continue;
+            }
+            if *skipped.get_or_insert_with(|| skip(pid)) {
+                break;
+            }
             let dir = task.join(tid.to_string());
             let Ok(text) = fs::read_to_string(dir.join("stat")) else {
                 continue;
@@ -163,7 +182,7 @@ pub fn scan(
             }
             let kind = classify(&st.comm, st.flags, st.policy);
             let (runtime, period) = if kind == RtKind::Deadline {
-                match deadline_attr(tid) {
+                match attr(tid) {
                     Ok(a) if a.policy == SCHED_DEADLINE => (a.runtime, a.period.max(a.deadline)),
                     Ok(_) => continue,
                     Err(e) if e.is_gone() => continue,
@@ -200,7 +219,7 @@ pub fn scan(
 
 /// [`scan`] of this machine's /proc.
 pub fn scan_host(skip: &dyn Fn(i32) -> bool) -> Result<Vec<RtThread>, LinuxError> {
-    scan(Path::new("/proc"), skip, &sched::get_attr)
+    scan_with(Path::new("/proc"), skip, &sched::get_attr, true)
 }
 
 /// Whether the kernel is PREEMPT_RT (`/sys/kernel/realtime` reads 1 there, and exists nowhere
@@ -351,11 +370,24 @@ mod tests {
         assert!(all_interrupts_threaded_with(false, "quiet threadirqs ro"));
         assert!(!all_interrupts_threaded_with(false, "quiet nothreadirqs"));
         assert!(!preempt_rt_under(&root.join("nothing")));
-        // A skipped process is not read at all.
+        // A skipped process is left out.
         assert!(scan(&root, &|pid| pid == 500, &dl)
             .unwrap()
             .iter()
             .all(|t| t.pid != 500));
+        // Asked for policies first, a thread whose policy is not real-time is not read.
+        let policy = |tid: i32| {
+            if tid == 500 {
+                dl(tid)
+            } else {
+                Ok(SchedAttr::other(0))
+            }
+        };
+        let dl_only = scan_with(&root, &|_| false, &policy, true).unwrap();
+        assert_eq!(
+            dl_only.iter().map(|t| t.comm.as_str()).collect::<Vec<_>>(),
+            vec!["dl-task"]
+        );
         fs::remove_dir_all(&root).ok();
     }
 

@@ -6,7 +6,7 @@ use rtbox_model::{Nanos, Placement, System};
 
 use super::{Owner, Scheduler};
 use crate::rules::cbs_change;
-use crate::types::{CoreError, Reconfigured, Running, ServerId, TaskId};
+use crate::types::{CoreError, Reconfigured, Running, ServerId, TaskId, TaskParams};
 
 /// What identifies a server across configurations: a box's vCPU by (box name, CPU id), a
 /// dedicated reservation by its task (task ids never change).
@@ -115,7 +115,7 @@ impl Scheduler {
         let (mut released, mut joined) = (Vec::new(), Vec::new());
         for (i, tk) in self.tasks.iter().enumerate() {
             let t = TaskId(i as u32);
-            let mut spec = tk.spec.clone();
+            let mut spec = TaskParams::clone(&tk.spec);
             let was_member = tk.box_idx.is_some();
             if let Some(name) = &spec.box_name {
                 match next.box_info(name).map(|b| b.shared) {
