@@ -159,6 +159,17 @@ impl SchedstatFile {
         let end = text.iter().position(|b| !b.is_ascii_digit())?;
         std::str::from_utf8(&text[..end]).ok()?.parse().ok()
     }
+
+    /// How many times the thread was switched in (the third field), `None` once it is gone.
+    pub fn switch_ins(&mut self) -> Option<u64> {
+        let text = self.0.read()?;
+        std::str::from_utf8(text)
+            .ok()?
+            .split_whitespace()
+            .nth(2)?
+            .parse()
+            .ok()
+    }
 }
 
 /// The thread group (process) id of a thread.
@@ -271,6 +282,18 @@ mod tests {
         assert_eq!(st.ppid, 7);
         assert_eq!(st.starttime, 12345);
         assert!(parse_stat("1 (x) R").is_none());
+    }
+
+    #[test]
+    fn schedstat_counts_this_threads_switch_ins() {
+        let tid = crate::sched::gettid();
+        let mut f = SchedstatFile::open(tid).unwrap();
+        let before = f.switch_ins().expect("three fields");
+        assert!(before >= 1, "a running thread was switched in");
+        // A sleep blocks the thread; it is switched in again when it wakes.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(f.switch_ins().unwrap() > before);
+        assert!(f.sum_exec_runtime().is_some());
     }
 
     #[test]

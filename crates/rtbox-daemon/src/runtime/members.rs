@@ -59,9 +59,10 @@ pub struct Member {
     /// (0: never): a quiet stop stamped earlier was undone by that thaw
     /// (`Runtime::replay_quiet_stops`).
     pub(super) thawed_mono: u64,
-    /// BPF sensor: its wake-up count just before the loop's last thaw, which tells when the
-    /// thaw's own wake-up came (`sensor::thaw_taken`).
-    pub(super) thaw_wakeups: u64,
+    /// Just before the loop's last thaw: its wake-up count (BPF sensor) or how often it was
+    /// switched in (perf, from schedstat). The thaw has taken effect once it grew
+    /// (`sensor::thaw_taken`, [`Member::perf_thaw_taken`]).
+    pub(super) thaw_mark: Option<u64>,
     /// Frozen by the loop while it slept (its server spent): it does not count as ready for
     /// being frozen. A freeze wakes a sleeping thread into the freezer, where it stays until
     /// thawed; counted as ready, dozens of sleeping members took the places of a busy member
@@ -114,6 +115,19 @@ impl Member {
 
     pub fn frozen(&self) -> bool {
         self.applied.as_ref().is_some_and(|a| a.frozen)
+    }
+
+    /// Perf clock: whether the loop's last thaw has taken effect, the member switched in since
+    /// (the rule of `sensor::thaw_taken`: growth of its clock may be a run between an earlier
+    /// thaw and a backstop freeze). Without schedstat, any growth counts, as before.
+    fn perf_thaw_taken(&mut self) -> bool {
+        match (
+            self.thaw_mark,
+            self.schedstat.as_mut().and_then(|s| s.switch_ins()),
+        ) {
+            (Some(before), Some(now)) => now > before,
+            _ => true,
+        }
     }
 
     /// Not ready, and placed once (running state on some CPUs, not frozen): with the BPF
@@ -200,7 +214,9 @@ fn charge_one(
     if let Some(v) = m.clock.as_ref().and_then(|c| c.read().ok()) {
         let d = m.charge.advance(v);
         if d > 0 {
-            m.thawed_at = None;
+            if m.thawed_at.is_some() && m.perf_thaw_taken() {
+                m.thawed_at = None;
+            }
             if let Some(s) = m.charge_to {
                 let _ = sched.charge(now, s, d);
             }
@@ -569,7 +585,7 @@ impl Members {
                     paired_frozen: false,
                     thawed_at: None,
                     thawed_mono: 0,
-                    thaw_wakeups: 0,
+                    thaw_mark: None,
                     frozen_asleep: false,
                     local_prio,
                     charge_to: None,
@@ -875,13 +891,13 @@ impl Members {
                 continue;
             };
             // Read before the write: the thaw's wake-up counts after it.
-            let wakeups = match &m.clock {
-                Some(MemberClock::Bpf(r)) => r.read(mono).wakeups,
-                _ => 0,
+            let mark = match &m.clock {
+                Some(MemberClock::Bpf(r)) => Some(r.read(mono).wakeups),
+                _ => m.schedstat.as_mut().and_then(|s| s.switch_ins()),
             };
             match apply::freeze_fast(&mut m.freeze, &dir, false) {
                 Ok(()) => {
-                    m.thaw_wakeups = wakeups;
+                    m.thaw_mark = mark;
                     self.rest.stir(*tid, &m.box_name);
                     m.thawed_at = Some(now);
                     m.thawed_mono = mono;

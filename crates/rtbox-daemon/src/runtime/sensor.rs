@@ -219,7 +219,7 @@ pub fn charge_bpf(m: &mut Member, r: rtbox_bpf::Reading, sched: &mut Scheduler, 
             }
         }
     }
-    if m.thawed_at.is_some() && thaw_taken(m.thaw_wakeups, &r) {
+    if m.thawed_at.is_some() && thaw_taken(m.thaw_mark.unwrap_or(0), &r) {
         m.thawed_at = None;
     }
     let thawing = m
