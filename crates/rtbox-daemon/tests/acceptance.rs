@@ -105,6 +105,13 @@ fn hogs_get_their_reservation() {
 /// With the BPF sensor about half of such 3 s runs once ended with one member never stopped
 /// again (its box took 0.93 CPU, the other box on its CPU 0): a quiet stop the loop had
 /// already undone was replayed as a freeze.
+///
+/// The case is admitted without the loop's cost (admission counts it and refuses the case by
+/// default), so on a full CPU what the loop takes comes out of the boxes there, and so does
+/// what the kernel's fair server lends the busy machine's normal hogs beyond its 50 ms
+/// (docs/runtime.md, "Known limits"); a box may lose both, measured in the same window. With
+/// perf beside the hogs the boxes of one CPU got 0.18 and 0.64 once in CI (their loop took
+/// about 0.1 CPU there); a member never stopped again still leaves its neighbour near 0.
 #[test]
 fn full_cpus_give_every_box_its_share() {
     let Some(_g) = serial("full_cpus_give_every_box_its_share") else {
@@ -118,23 +125,37 @@ fn full_cpus_give_every_box_its_share() {
     for run in 0..3 {
         let o = run_case(case, &state_file("full")).expect("run");
         for ((b, got), want) in o.per_box.iter().zip(&expect.per_box) {
+            let cpu = case
+                .boxes
+                .iter()
+                .find(|x| &x.name == b)
+                .and_then(|x| x.cpus.as_ref()?.iter().next())
+                .expect("each box of the case is on one CPU");
+            let excess = (o.background_on(cpu) - 0.05 - 0.005).max(0.0);
             eprintln!(
-                "run {run}: {b} {got:.4} CPU (expected {want:.3}; host steal {:.4})",
-                o.host_steal
+                "run {run}: {b} {got:.4} CPU (expected {want:.3}; host steal {:.4}, loop {:.4}, \
+                 fair-server excess on CPU {cpu} {excess:.4})",
+                o.host_steal, o.loop_cpu
             );
-            assert_share(&format!("run {run}, box {b}"), *got, *want, o.host_steal);
+            assert_share(
+                &format!("run {run}, box {b}"),
+                *got,
+                *want,
+                o.host_steal + o.loop_cpu + excess,
+            );
         }
     }
 }
 
-/// A box's share within 0.05 CPU of what it should get; below that only by what the host took
-/// from the vCPUs meanwhile (`host_steal`, in CPUs, all vCPUs together): no guest thread runs
-/// while its vCPU is stolen, so that time cannot be delivered (stalls of ~100 ms were measured
-/// on an idle machine here, 0.1-0.25 CPU of steal in some 1.5 s windows, session 6).
-fn assert_share(what: &str, got: f64, want: f64, host_steal: f64) {
+/// A box's share within 0.05 CPU of what it should get; below that only by `lost`, what could
+/// not be given to it, measured in the same window (in CPUs): what the host took from the
+/// vCPUs (no guest thread runs while its vCPU is stolen; stalls of ~100 ms were measured on an
+/// idle machine here, 0.1-0.25 CPU of steal in some 1.5 s windows, session 6), and where a
+/// test says so, what the loop or the kernel's fair server took on the box's CPU.
+fn assert_share(what: &str, got: f64, want: f64, lost: f64) {
     assert!(
-        got < want + 0.05 && got > want - 0.05 - host_steal,
-        "{what}: got {got:.4} CPU, want {want:.3} (-0.05 - host steal {host_steal:.4}, +0.05)"
+        got < want + 0.05 && got > want - 0.05 - lost,
+        "{what}: got {got:.4} CPU, want {want:.3} (-0.05 - measured loss {lost:.4}, +0.05)"
     );
 }
 
