@@ -132,7 +132,7 @@ fn full_cpus_give_every_box_its_share() {
                 .find(|x| &x.name == b)
                 .and_then(|x| x.cpus.as_ref()?.iter().next())
                 .expect("each box of the case is on one CPU");
-            let excess = (o.background_on(cpu) - 0.05 - 0.005).max(0.0);
+            let excess = o.fair_server_excess_on(cpu);
             eprintln!(
                 "run {run}: {b} {got:.4} CPU (expected {want:.3}; host steal {:.4}, loop {:.4}, \
                  fair-server excess on CPU {cpu} {excess:.4})",

@@ -81,7 +81,7 @@ fn a_box_beside_an_unmanaged_fifo_hog_gets_its_share() {
     // without rtbox; docs/runtime.md, "Known limits"). What it lent beyond that, measured as
     // what the machine's normal hogs got on CPU 1 above 0.05, is lost to the box and the FIFO
     // hog whatever the enforcement does; a loss to anything else still fails.
-    let excess = (o.background_on(1) - 0.05 - 0.005).max(0.0);
+    let excess = o.fair_server_excess_on(1);
     if excess > 0.0 {
         eprintln!("the kernel's fair server lent normal threads {excess:.4} CPU beyond its budget");
     }

@@ -89,6 +89,14 @@ impl Outcome {
             .sum()
     }
 
+    /// What the kernel's fair server lent the background hogs on `cpu` beyond its 50 ms a
+    /// second (and 0.005 of measuring), in CPUs: time real-time threads there lost whatever
+    /// rtbox does (this kernel's fair server sometimes lends far more: docs/runtime.md, "Known
+    /// limits"). 0 without background hogs.
+    pub fn fair_server_excess_on(&self, cpu: u32) -> f64 {
+        (self.background_on(cpu) - 0.05 - 0.005).max(0.0)
+    }
+
     /// Background hogs pinned to `cpu`.
     pub fn background_count_on(&self, cpu: u32) -> usize {
         self.background
