@@ -91,6 +91,21 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(sensor) = v["sensor"].as_str() {
         println!("sensor: {sensor}");
     }
+    let lat = &v["cpu_latency"];
+    if lat.is_object() {
+        match (
+            lat["limit_us"].as_u64(),
+            lat["held"].as_bool(),
+            lat["error"].as_str(),
+        ) {
+            (None, _, _) => println!("cpu latency: not limited (--cpu-latency-us off)"),
+            (Some(us), Some(true), _) => println!("cpu latency: {us} us, held"),
+            (Some(us), _, Some(e)) => println!("cpu latency: {us} us asked, not held: {e}"),
+            (Some(us), _, None) => {
+                println!("cpu latency: {us} us, held while boxes exist (none now)")
+            }
+        }
+    }
     if let Some(steps) = lp["steps"].as_u64() {
         let us = |x: &serde_json::Value| x.as_u64().map(|n| format!("{:.1} us", n as f64 / 1e3));
         println!(

@@ -178,6 +178,25 @@ fn bpf_sensor_attached() -> bool {
         .expect("bpftool (scripts/setup.sh installs it)")
 }
 
+/// The CPU latency limit in force (`/dev/cpu_dma_latency`), and whether any process holds a
+/// request open (its file descriptors), when the device exists.
+fn cpu_latency() -> Option<(i32, bool)> {
+    let v = std::fs::read("/dev/cpu_dma_latency").ok()?;
+    let limit = i32::from_ne_bytes(v.get(..4)?.try_into().ok()?);
+    let held = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| std::fs::read_dir(p.path().join("fd")).ok())
+        .flatten()
+        .flatten()
+        .any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|l| l == std::path::Path::new("/dev/cpu_dma_latency"))
+        });
+    Some((limit, held))
+}
+
 /// Issue 5, acceptance 5: kill -9 of the daemon, everything restored within 1 s.
 #[test]
 fn kill_9_restores_every_thread_within_one_second() {
@@ -199,10 +218,30 @@ fn kill_9_restores_every_thread_within_one_second() {
             "the BPF sensor is in use but not attached"
         );
     }
+    // The daemon holds the CPU latency limit (0 us) while it has a box.
+    let lat = cpu_latency();
+    if let Some((limit, _)) = lat {
+        assert_eq!(limit, 0, "the daemon has a box but no CPU latency limit");
+        assert!(
+            status.contains("\"held\": true") || status.contains("\"held\":true"),
+            "status does not show the limit held: {status}"
+        );
+    }
     let mut d = env.child.take().unwrap();
     d.kill().unwrap(); // SIGKILL
     let _ = d.wait();
     let took = wait_restored(&hogs, &orig, Duration::from_secs(3));
+    // With the daemon gone, its request is gone: unless another process holds one, no limit.
+    match cpu_latency() {
+        Some((limit, false)) => assert!(
+            limit > 1_000_000,
+            "kill -9 left a CPU latency limit of {limit} us and nobody holds one"
+        ),
+        Some((limit, true)) => {
+            eprintln!("kill -9: another process holds a CPU latency limit ({limit} us)")
+        }
+        None => eprintln!("kill -9: no /dev/cpu_dma_latency here"),
+    }
     if bpf {
         // The programs hang on links owned by the daemon's descriptors: gone with it. The
         // kernel frees a program whose last reference dropped after an RCU grace period (from

@@ -49,6 +49,8 @@ pub struct DaemonConfig {
     pub priorities: Option<rtbox_model::PrioRange>,
     /// Where `/metrics` is served over HTTP (`--metrics-listen`); `None`: only the socket.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The CPU latency limit held while there are boxes (`--cpu-latency-us`); `None`: off.
+    pub cpu_latency: Option<u32>,
 }
 
 impl Default for DaemonConfig {
@@ -66,6 +68,7 @@ impl Default for DaemonConfig {
             sensor: Default::default(),
             priorities: None,
             metrics_listen: None,
+            cpu_latency: Some(0),
         }
     }
 }
@@ -445,6 +448,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
             bpf_step_cost: cfg.loop_step.unwrap_or(rtbox_model::LoopCost::BPF.step),
             sensor: cfg.sensor,
             priorities: cfg.priorities,
+            cpu_latency: cfg.cpu_latency,
             ..RuntimeOptions::default()
         },
     )
@@ -949,6 +953,7 @@ fn dispatch(
             lp["sensor"] = rt.sensor_kind().name().into();
             Ok(serde_json::json!({
                 "sensor": rt.sensor_kind().name(),
+                "cpu_latency": rt.cpu_latency_status(),
                 "boxes": boxes,
                 "servers": rt.server_rows(),
                 "loop": lp,
@@ -966,6 +971,7 @@ fn dispatch(
                     + &crate::metrics::render_tasks(&rt.task_rows())
                     + &crate::metrics::render_host(&rt.host_report(), rt.host_over())
                     + &crate::metrics::render_sensor(rt.sensor_kind().name())
+                    + &crate::metrics::render_cpu_latency(rt.cpu_latency_held())
                     + &joined.render_metrics(rt)
             }))
         }

@@ -74,15 +74,24 @@ pub fn render(rows: &[ServerRow]) -> String {
     out
 }
 
-/// The enforcement loop's own CPU use (docs/runtime.md, "Admission of the loop's own time"):
-/// compare `rtbox_loop_cpu_seconds_total / rtbox_loop_steps_total` with
-/// `rtbox_loop_admitted_step_seconds`.
 /// The sensor the loop uses (`bpf` or `perf`), as an info-style gauge.
 pub fn render_sensor(sensor: &str) -> String {
     format!(
         "# HELP rtbox_sensor_info The sensor of the enforcement loop (bpf: scheduler tracepoints, event-driven; perf: perf clocks and polling)\n# TYPE rtbox_sensor_info gauge\nrtbox_sensor_info{{sensor=\"{sensor}\"}} 1\n"
     )
 }
+
+/// The CPU latency limit the daemon holds (`--cpu-latency-us`), -1 when it holds none.
+pub fn render_cpu_latency(held_us: Option<u32>) -> String {
+    format!(
+        "# HELP rtbox_cpu_latency_limit_seconds The CPU wake-up latency limit the daemon holds while it has boxes (the kernel's CPU latency QoS); -1: none held\n# TYPE rtbox_cpu_latency_limit_seconds gauge\nrtbox_cpu_latency_limit_seconds {}\n",
+        held_us.map_or(-1.0, |us| us as f64 / 1e6)
+    )
+}
+
+/// The enforcement loop's own CPU use (docs/runtime.md, "Admission of the loop's own time"):
+/// compare `rtbox_loop_cpu_seconds_total / rtbox_loop_steps_total` with
+/// `rtbox_loop_admitted_step_seconds`.
 
 pub fn render_loop(u: &LoopUsage, admitted_step: u64) -> String {
     let mut out = String::new();

@@ -16,6 +16,7 @@
 //! - [`rtgrant`]: RT runtime for a member's v1 cpu cgroup that has none (RT group scheduling),
 //!   so that the member never leaves it.
 //! - [`snapshot`]: a thread's original state and its restoration.
+//! - [`cpulatency`]: the kernel's CPU latency QoS request (fast wake-ups from idle).
 //! - [`fdwait`]: timerfd, eventfd and waiting on them (the backstop's wake-ups).
 //! - [`users`]: user and group names through the system's name service.
 //! - [`lock`], [`child`], [`peer`]: the daemon's pid-naming locks, its children, its socket peers.
@@ -25,6 +26,7 @@
 pub mod cgroup;
 pub mod child;
 pub mod cpuclock;
+pub mod cpulatency;
 pub mod error;
 pub mod fdwait;
 pub mod gated;

@@ -25,6 +25,7 @@ mod forkwait;
 pub mod guard;
 mod host;
 pub mod jobs;
+pub mod latency;
 pub mod localprio;
 pub mod members;
 pub mod periods;
@@ -107,6 +108,9 @@ pub struct RuntimeOptions {
     /// Which sensor tells the loop what members do ([`sensor`]). Default: `RTBOX_SENSOR`
     /// (`bpf`, `perf`, `auto`; the test suites run once with each), else `auto`.
     pub sensor: SensorChoice,
+    /// The CPU latency limit (microseconds) held while there are boxes ([`latency`]); `None`:
+    /// idle states are left alone. Default 0: idle CPUs poll, so wake-ups from idle are fast.
+    pub cpu_latency: Option<u32>,
 }
 
 impl RuntimeOptions {
@@ -137,6 +141,7 @@ impl Default for RuntimeOptions {
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or_default(),
+            cpu_latency: Some(0),
         }
     }
 }
@@ -181,6 +186,8 @@ pub struct Runtime {
     quiet: BTreeSet<ServerId>,
     /// Configured tasks of pinned boxes on the analysis's vCPUs (`pinnames.rs`).
     pin_names: pinnames::PinNames,
+    /// The CPU latency limit held while there are boxes (`latency.rs`).
+    latency: latency::IdleLatency,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -511,7 +518,10 @@ impl Runtime {
         } else {
             None
         };
+        let mut latency = latency::IdleLatency::new(opts.cpu_latency);
+        latency.keep(!specs.is_empty());
         Ok(Runtime {
+            latency,
             jobs: jobs::Jobs::new(jobs_dir(&opts.state_file)),
             guard: Guard::new(backstop),
             host,
@@ -546,6 +556,16 @@ impl Runtime {
         } else {
             SensorKind::Perf
         }
+    }
+
+    /// The CPU latency limit: asked, held, and why not (`rtbox status`).
+    pub fn cpu_latency_status(&self) -> serde_json::Value {
+        self.latency.status()
+    }
+
+    /// The CPU latency limit held now, if any.
+    pub fn cpu_latency_held(&self) -> Option<u32> {
+        self.latency.held_us()
     }
 
     /// The loop's cost as admission counts it, for the sensor in use.
@@ -652,6 +672,7 @@ impl Runtime {
             self.release(tid);
         }
         self.members.drop_processes_outside(&self.system);
+        self.latency.keep(!self.specs.is_empty());
         tracing::info!(boxes = self.specs.len(), changed = ?changed, kept = map.server_map.iter().flatten().count(), "box set changed");
         Ok(())
     }
@@ -753,6 +774,7 @@ impl Runtime {
         }
         self.members.finish();
         self.pin.unpin();
+        self.latency.keep(false);
     }
 
     // ---- where the loop runs -----------------------------------------------------------------
