@@ -92,7 +92,6 @@ pub fn render_cpu_latency(held_us: Option<u32>) -> String {
 /// The enforcement loop's own CPU use (docs/runtime.md, "Admission of the loop's own time"):
 /// compare `rtbox_loop_cpu_seconds_total / rtbox_loop_steps_total` with
 /// `rtbox_loop_admitted_step_seconds`.
-
 pub fn render_loop(u: &LoopUsage, admitted_step: u64) -> String {
     let mut out = String::new();
     let mut one = |name: &str, kind: &str, help: &str, v: f64| {
