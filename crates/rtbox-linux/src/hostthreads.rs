@@ -140,16 +140,19 @@ pub fn scan(
     skip: &dyn Fn(i32) -> bool,
     deadline_attr: &dyn Fn(i32) -> Result<SchedAttr, LinuxError>,
 ) -> Result<Vec<RtThread>, LinuxError> {
-    scan_with(proc, skip, deadline_attr, false)
+    scan_with(proc, skip, &|_| false, deadline_attr, false)
 }
 
 /// [`scan`]; with `policy_first`, `attr` is asked for every thread's policy first and only
 /// the real-time ones are read from `proc`: one system call instead of an open, a read and a
 /// parse per thread (a host with 500 sleeping processes beside a box spent ~8 ms of the
 /// daemon's CPU per second in this scan, issue 14). The policy stat then shows decides.
+/// Threads `known` returns true for (the daemon's members: real-time, but its own) are left
+/// out before anything is asked of them.
 fn scan_with(
     proc: &Path,
     skip: &dyn Fn(i32) -> bool,
+    known: &dyn Fn(i32) -> bool,
     attr: &dyn Fn(i32) -> Result<SchedAttr, LinuxError>,
     policy_first: bool,
 ) -> Result<Vec<RtThread>, LinuxError> {
@@ -161,6 +164,9 @@ fn scan_with(
         let mut skipped = None;
         let task = proc.join(pid.to_string()).join("task");
         for tid in numeric(&task) {
+            if known(tid) {
+                continue;
+            }
             if policy_first && attr(tid).is_ok_and(|a| !is_rt_policy(a.policy)) {
                 continue;
             }
@@ -217,9 +223,12 @@ fn scan_with(
     Ok(out)
 }
 
-/// [`scan`] of this machine's /proc.
-pub fn scan_host(skip: &dyn Fn(i32) -> bool) -> Result<Vec<RtThread>, LinuxError> {
-    scan_with(Path::new("/proc"), skip, &sched::get_attr, true)
+/// [`scan`] of this machine's /proc, without the threads `known` returns true for.
+pub fn scan_host(
+    skip: &dyn Fn(i32) -> bool,
+    known: &dyn Fn(i32) -> bool,
+) -> Result<Vec<RtThread>, LinuxError> {
+    scan_with(Path::new("/proc"), skip, known, &sched::get_attr, true)
 }
 
 /// Whether the kernel is PREEMPT_RT (`/sys/kernel/realtime` reads 1 there, and exists nowhere
@@ -383,17 +392,27 @@ mod tests {
                 Ok(SchedAttr::other(0))
             }
         };
-        let dl_only = scan_with(&root, &|_| false, &policy, true).unwrap();
+        let dl_only = scan_with(&root, &|_| false, &|_| false, &policy, true).unwrap();
         assert_eq!(
             dl_only.iter().map(|t| t.comm.as_str()).collect::<Vec<_>>(),
             vec!["dl-task"]
         );
+        // A known thread (a member) is neither asked nor read; its process's others are.
+        let asked = std::cell::RefCell::new(Vec::new());
+        let counting = |tid: i32| {
+            asked.borrow_mut().push(tid);
+            dl(tid)
+        };
+        let known = scan_with(&root, &|_| false, &|tid| tid == 400, &counting, true).unwrap();
+        assert!(known.iter().all(|t| t.tid != 400), "{known:?}");
+        assert!(!asked.borrow().contains(&400));
+        assert!(known.iter().any(|t| t.tid == 500));
         fs::remove_dir_all(&root).ok();
     }
 
     #[test]
     fn this_machine_is_scanned_without_errors() {
-        let all = scan_host(&|_| false).expect("scan /proc");
+        let all = scan_host(&|_| false, &|_| false).expect("scan /proc");
         // Every kernel has its per-CPU stopper threads at FIFO 99.
         assert!(
             all.iter()

@@ -23,6 +23,8 @@ pub struct HostState {
     seen: u64,
     /// Refusals of the running boxes under the latest load (empty: they fit).
     pub over: Vec<Refusal>,
+    /// The members' change count the scanner's copy of the member set was made at.
+    shared: Option<u64>,
 }
 
 impl HostState {
@@ -32,7 +34,7 @@ impl HostState {
         let (band, band_reason) = match configured {
             Some(b) => (b, "configured".to_string()),
             None => {
-                let threads = hostthreads::scan_host(&|_| false).unwrap_or_default();
+                let threads = hostthreads::scan_host(&|_| false, &|_| false).unwrap_or_default();
                 default_band(hostthreads::all_interrupts_threaded(), &threads)
             }
         };
@@ -59,6 +61,18 @@ impl HostState {
             cached,
             seen,
             over: Vec::new(),
+            shared: None,
+        }
+    }
+
+    /// Hands the scanner the member set when it changed (O(members), only then).
+    pub fn share_members(&mut self, members: &super::members::Members) {
+        if self.shared == Some(members.changes) {
+            return;
+        }
+        let tids = std::sync::Arc::new(members.by_tid.keys().copied().collect());
+        if self.watch.set_members(tids) {
+            self.shared = Some(members.changes);
         }
     }
 

@@ -347,6 +347,9 @@ pub struct Members {
     /// A member's stat showed a policy other than the one rtbox set (see
     /// [`localprio::own_change`]): the step corrects drift at once instead of at the next scan.
     pub own_change: bool,
+    /// Joins and departures so far: the host scan's copy of the member set is renewed when
+    /// this moves (`HostState::share_members`).
+    pub changes: u64,
     /// Members at rest and the others (BPF sensor): whom the step visits (`rest.rs`).
     pub rest: Rest,
 }
@@ -369,6 +372,7 @@ impl Members {
             unplaced: false,
             sensor: None,
             own_change: false,
+            changes: 0,
             rest: Rest::default(),
         }
     }
@@ -572,6 +576,7 @@ impl Members {
             };
             let charge = MemberCharge::new(clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
             tracing::debug!(tid, pid = s.pid, box_name, "member joined");
+            self.changes += 1;
             self.by_tid.insert(
                 tid,
                 Member {
@@ -610,6 +615,7 @@ impl Members {
         let Some(m) = self.by_tid.remove(&tid) else {
             return;
         };
+        self.changes += 1;
         self.rest.stale();
         let _ = sched.block(now, m.task);
         if let Some(dir) = self.stops.dir(&self.layout, tid) {
@@ -631,6 +637,7 @@ impl Members {
     /// Drops an exited member (no restore: the thread is gone) and its journal entry.
     pub fn forget_exited(&mut self, sched: &mut Scheduler, now: Nanos, tid: i32) {
         if let Some(m) = self.by_tid.remove(&tid) {
+            self.changes += 1;
             self.rest.stale();
             let _ = sched.block(now, m.task);
             self.jstate.threads.remove(&tid);

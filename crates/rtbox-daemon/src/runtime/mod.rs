@@ -1014,6 +1014,7 @@ impl Runtime {
         let Some(full) = self.members.scan_due(now, self.opts.scan, full_scan) else {
             return;
         };
+        self.host.share_members(&self.members);
         self.guard.take_withdrawn();
         // With the BPF sensor the frequent scan only looks for threads moved into attached
         // cgroups from outside, and drift is checked at the slow full scan (and while new
