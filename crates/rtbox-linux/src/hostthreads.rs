@@ -401,7 +401,11 @@ mod tests {
         let asked = std::cell::RefCell::new(Vec::new());
         let counting = |tid: i32| {
             asked.borrow_mut().push(tid);
-            dl(tid)
+            match tid {
+                500 => dl(tid),
+                400 => Ok(SchedAttr::fifo(95)),
+                _ => Ok(SchedAttr::other(0)),
+            }
         };
         let known = scan_with(&root, &|_| false, &|tid| tid == 400, &counting, true).unwrap();
         assert!(known.iter().all(|t| t.tid != 400), "{known:?}");
