@@ -194,6 +194,21 @@ impl Locked<'_> {
     }
 }
 
+/// Rule: a server cannot be spent before `now` plus the budget its members' clocks leave it,
+/// so an owned stop of this CPU is armed no earlier than that. Woken by a kick, the backstop
+/// runs just before the members the loop thawed here: the loop's plan counted from before the
+/// thaw, its wake-up and this thread's, and fired 20-40 us before the budget was spent, found
+/// it unspent and woke again (two wake-ups per exhaustion, `perf sched`, issue 14). The
+/// clocks of owned stops (BPF) are memory reads; copies watched for other CPUs keep their time.
+fn rebase_owned(plan: &mut [Stop], cpu: u32, now: u64) {
+    for stop in plan
+        .iter_mut()
+        .filter(|s| s.owned() && !s.pending && s.home == cpu)
+    {
+        stop.at = stop.at.max(now + stop.left());
+    }
+}
+
 /// The earliest time a CPU's backstop acts on `plan` (0: nothing to watch).
 fn earliest(plan: &[Stop]) -> u64 {
     plan.iter().filter_map(Stop::armed_due).min().unwrap_or(0)
@@ -303,7 +318,7 @@ impl Backstop {
                     let ok = sched::set_affinity(tid, &[cpu])
                         .and_then(|_| sched::set_attr(tid, &SchedAttr::fifo(BACKSTOP_PRIO)));
                     let _ = tx.send(ok);
-                    watch(i, &shared, &timers, &kicked, &wake, &asleep);
+                    watch(i, cpu, &shared, &timers, &kicked, &wake, &asleep);
                 })
                 .map_err(|e| LinuxError::Invalid(format!("backstop thread: {e}")))?;
             b.kicks.push(kick);
@@ -487,6 +502,7 @@ impl Backstop {
 /// stop every planned group that is due, then re-arm for the next one.
 fn watch(
     i: usize,
+    cpu: u32,
     shared: &PiMutex<Shared>,
     timers: &[Arc<TimerFd>],
     kicked: &EventFd,
@@ -546,6 +562,9 @@ fn watch(
             if s.quiet {
                 g.quiet.extend(froze[first..].iter().map(|&t| (t, now)));
             }
+        }
+        if !expired {
+            rebase_owned(&mut g.plans[i], cpu, now);
         }
         let next = earliest(&g.plans[i]);
         if next != g.armed[i] {
