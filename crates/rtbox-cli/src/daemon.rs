@@ -28,7 +28,8 @@ pub struct Args {
     pub poll_us: u64,
     /// CPU time of one enforcement-loop step in microseconds, admitted with the reservations
     /// (2 steps per server period on the server's CPU; 0 admits the reservations alone).
-    /// Default: the measured step of the sensor in use (100 for both; the bpf loop has no poll).
+    /// Default: the measured step of the sensor in use (100 with perf, 70 with bpf, whose loop
+    /// has no poll).
     #[arg(long)]
     pub loop_step_us: Option<u64>,
     /// The members' SCHED_FIFO band, LOW-HIGH within 1-96 (overrides the config's

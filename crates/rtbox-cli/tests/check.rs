@@ -246,10 +246,17 @@ fn configurations_the_runtime_cannot_enforce_are_refused_precisely() {
         file.to_str().unwrap().to_string()
     };
     let tiny = write("tiny.toml", "10us", "1ms");
-    let (code, out, err) = check(&[&tiny]);
+    let (code, out, err) = check(&[&tiny, "--sensor", "perf"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains("box \"a\" on CPU 1: budget 10us is below the 155us the runtime can enforce (one loop step of 100us + stop latency 55us)"),
+        "{err}"
+    );
+    // The BPF loop's measured step is smaller.
+    let (code, out, err) = check(&[&tiny, "--sensor", "bpf"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("budget 10us is below the 125us the runtime can enforce (one loop step of 70us + stop latency 55us)"),
         "{err}"
     );
     // A cheaper measured step lowers the minimum with it.
