@@ -7,6 +7,7 @@
 # the first.
 # usage: [RTBOX_BIN=PATH] experiments/daemon-cpu.sh [SECONDS] [SENSORS (default "bpf perf")] [SLEEPERS (default "0 50 200 500 1000")] [BOXES (default "1 10 50")]
 #        ROWS="3 4" runs only those rows of the first table (1-4; default all); "-" skips a table.
+#        DAEMON_ARGS="--cpu-latency-us off" passes more options to the daemon (an A/B of one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "daemon-cpu: needs root; skipped"; exit 0; fi
@@ -40,7 +41,7 @@ run() {
     set -euo pipefail
     RTBOX=$1; SOCK=$2; DIR=$3; sensor=$4; boxargs=$5; members=$6; sleepers=$7; SECS=$8; nboxes=$9
     cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk "{s += \$1} END {printf \"%.0f\", s}"; }
-    "$RTBOX" daemon --sensor "$sensor" --socket "$SOCK" --state "$DIR/state.json" --log-level warn 2>"$DIR/daemon.log" &
+    "$RTBOX" daemon --sensor "$sensor" --socket "$SOCK" --state "$DIR/state.json" --log-level warn ${DAEMON_ARGS:-} 2>"$DIR/daemon.log" &
     d=$!
     for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
     pids=()
