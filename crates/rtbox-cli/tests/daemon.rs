@@ -366,20 +366,29 @@ fn refusals_change_nothing() {
     // status text and the metrics (session 6).
     let lp = &v["loop"];
     assert!(lp["steps"].as_u64().unwrap() > 0, "{lp}");
-    assert_eq!(lp["admitted_step_ns"], 100_000, "{lp}");
+    // The measured step of the sensor in use (`LoopCost::DEFAULT` with perf, `BPF` with BPF).
+    let step = match v["sensor"].as_str() {
+        Some("bpf") => rtbox_model::LoopCost::BPF.step,
+        _ => rtbox_model::LoopCost::DEFAULT.step,
+    };
+    assert_eq!(lp["admitted_step_ns"], step, "{lp}");
     let (code, text) = env.rtbox(&["status"]);
     assert_eq!(code, 0, "{text}");
     assert!(
-        text.contains("loop: ") && text.contains("(admitted 100.0 us per step)"),
+        text.contains("loop: ")
+            && text.contains(&format!("(admitted {:.1} us per step)", step as f64 / 1e3))
+            && text.contains("cpu latency: 0 us, held"),
         "{text}"
     );
     let m = env.raw(r#"{"op":"metrics"}"#);
     let m = m["text"].as_str().unwrap();
+    let admitted = format!("rtbox_loop_admitted_step_seconds {}", step as f64 / 1e9);
     for family in [
         "rtbox_server_budget_seconds{box=\"A\",cpu=\"0\"} 0.06",
         "rtbox_loop_steps_total ",
         "rtbox_loop_cpu_seconds_total ",
-        "rtbox_loop_admitted_step_seconds 0.0001",
+        admitted.as_str(),
+        "rtbox_cpu_latency_limit_seconds ",
     ] {
         assert!(m.contains(family), "{family} missing from:\n{m}");
     }

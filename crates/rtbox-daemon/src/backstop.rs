@@ -511,11 +511,15 @@ fn watch(
 ) {
     let timer = &*timers[i];
     loop {
-        if fdwait::wait_readable(&[timer.as_fd(), kicked.as_fd()], None).is_err() {
+        let Ok(ready) = fdwait::wait_readable(&[timer.as_fd(), kicked.as_fd()], None) else {
             return;
+        };
+        // Only what woke it is read (a read is a system call). A timer that expires after the
+        // wait is read at the next one, which then returns at once.
+        let expired = ready[0] && timer.take_expired();
+        if ready[1] {
+            kicked.take();
         }
-        let expired = timer.take_expired();
-        kicked.take();
         let mut g = lock(shared);
         if g.stop {
             return;
