@@ -37,7 +37,7 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {pri
 # B2..BBOXES beside B's members.
 run() {
   local sensor=$1 boxargs=$2 members=$3 sleepers=$4 nboxes=${5:-1}
-  flock /tmp/rtbox-realtime.lock bash -c '
+  flock -o /tmp/rtbox-realtime.lock bash -c '
     set -euo pipefail
     RTBOX=$1; SOCK=$2; DIR=$3; sensor=$4; boxargs=$5; members=$6; sleepers=$7; SECS=$8; nboxes=$9
     cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk "{s += \$1} END {printf \"%.0f\", s}"; }

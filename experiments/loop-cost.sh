@@ -58,7 +58,7 @@ case_boxes() {
 # run SENSOR CASE: prints one table row.
 run() {
   local sensor=$1 case=$2
-  flock /tmp/rtbox-realtime.lock bash -c '
+  flock -o /tmp/rtbox-realtime.lock bash -c '
     set -euo pipefail
     RTBOX=$1; DIR=$2; sensor=$3; SECS=$4; BOXES=$5; CASE=$6
     SOCK=$DIR/rtbox.sock
