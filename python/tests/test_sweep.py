@@ -2,6 +2,7 @@
 
 import _thread
 import io
+import signal
 import threading
 
 import pandas as pd
@@ -72,13 +73,20 @@ def test_sweep_settings_errors_name_the_setting():
 
 
 def test_keyboard_interrupt_stops_a_long_sweep_between_chunks():
+    # A process started in the background by a non-interactive shell ignores SIGINT, and then
+    # Python installs no handler and `interrupt_main` does nothing: Python's own handler is put
+    # in place for the test (a clean-clone CI run started with `&` failed on that).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     done = []
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        rtbox.sweep(cpus=4, utilizations="0.5:3.5:0.05", sets=400, evaluate="sim", chunk=4,
-                    progress=lambda d, t: done.append(d))
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rtbox.sweep(cpus=4, utilizations="0.5:3.5:0.05", sets=400, evaluate="sim", chunk=4,
+                        progress=lambda d, t: done.append(d))
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert done and done[-1] < 61 * 400, "the sweep ran to its end"
     # The package is usable afterwards.
     assert rtbox.sweep(**SETTINGS).df["sets"].sum() == 72
