@@ -39,10 +39,6 @@ impl CpuLatencyHold {
 
     /// [`CpuLatencyHold::hold`] on another path (tests).
     pub fn hold_at(path: &Path, us: u32) -> Result<Self, LinuxError> {
-        let io = |source| LinuxError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
         // The kernel takes a signed 32-bit value; larger limits are no limit at all.
         let value = i32::try_from(us).map_err(|_| {
             LinuxError::Invalid(format!(
@@ -50,8 +46,12 @@ impl CpuLatencyHold {
                 i32::MAX
             ))
         })?;
-        let mut file = OpenOptions::new().write(true).open(path).map_err(io)?;
-        file.write_all(&value.to_ne_bytes()).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| LinuxError::io(path, e))?;
+        file.write_all(&value.to_ne_bytes())
+            .map_err(|e| LinuxError::io(path, e))?;
         Ok(CpuLatencyHold {
             _file: file,
             us,
@@ -76,14 +76,10 @@ pub fn effective() -> Result<i32, LinuxError> {
 }
 
 fn effective_at(path: &Path) -> Result<i32, LinuxError> {
-    let io = |source| LinuxError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
     let mut buf = [0u8; 4];
     File::open(path)
         .and_then(|mut f| f.read_exact(&mut buf))
-        .map_err(io)?;
+        .map_err(|e| LinuxError::io(path, e))?;
     Ok(i32::from_ne_bytes(buf))
 }
 
