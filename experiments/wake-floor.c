@@ -8,10 +8,14 @@
 //     exhaustion, Q after the replenishment;
 //   - the other CPU's backstop (SCHED_FIFO 97), woken by the kick.
 // A busy thread (SCHED_OTHER) runs on the server's CPU meanwhile, as the member would.
+// With FREEZE (a v2 cgroup's `cgroup.freeze`, holding a busy process the caller started on CPU)
+// the wake-ups also do the work no user-space hard CBS can leave out: the loop thaws the member
+// at each replenishment, the backstop freezes it at each exhaustion (one write each).
 // Prints the three threads' CPU time per second (schedstat) and per wake-up.
-// usage: wake-floor PERIOD_US BUDGET_US SECONDS [CPU OTHER_CPU]
+// usage: wake-floor PERIOD_US BUDGET_US SECONDS [CPU OTHER_CPU [FREEZE]]
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -27,6 +31,15 @@
 static long period_ns, budget_ns, seconds;
 static int cpu, other_cpu;
 static int kick_fd;
+// The member's cgroup.freeze, or -1 (no freezing, a busy thread of our own instead).
+static int freeze_fd = -1;
+
+static void set_frozen(const char *v) {
+    if (freeze_fd >= 0 && pwrite(freeze_fd, v, 1, 0) < 0) {
+        perror("wake-floor: cgroup.freeze");
+        exit(1);
+    }
+}
 static volatile int stop;
 static struct timespec start;
 // Each thread's own CPU time (ns), read by itself just before it ends.
@@ -72,6 +85,7 @@ static void *loop_thread(void *arg) {
     int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
     for (long k = 1; k <= seconds * 1000000000L / period_ns; k++) {
         sleep_on_timer(tfd, at(k * period_ns));
+        set_frozen("0");
         uint64_t one = 1;
         if (write(kick_fd, &one, 8) < 0) {
         }
@@ -88,8 +102,11 @@ static void *stop_thread(void *arg) {
     (void)arg;
     pin(cpu, 97);
     int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
-    for (long k = 1; !stop && k <= seconds * 1000000000L / period_ns; k++)
+    for (long k = 1; !stop && k <= seconds * 1000000000L / period_ns; k++) {
         sleep_on_timer(tfd, at(k * period_ns + budget_ns));
+        set_frozen("1");
+    }
+    set_frozen("0");
     spent[1] = own_cpu();
     return NULL;
 }
@@ -137,6 +154,10 @@ int main(int argc, char **argv) {
     seconds = atol(argv[3]);
     cpu = argc > 4 ? atoi(argv[4]) : 0;
     other_cpu = argc > 5 ? atoi(argv[5]) : 1;
+    if (argc > 6 && (freeze_fd = open(argv[6], O_WRONLY)) < 0) {
+        perror("wake-floor: open FREEZE");
+        return 2;
+    }
     if (period_ns <= 0 || budget_ns <= 0 || budget_ns >= period_ns || seconds <= 0) {
         fprintf(stderr, "wake-floor: need 0 < BUDGET_US < PERIOD_US and SECONDS > 0\n");
         return 2;
@@ -145,19 +166,20 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &start);
     start = at(100000000L);
     pthread_t t[4];
-    pthread_create(&t[3], NULL, busy_thread, NULL);
+    if (freeze_fd < 0)
+        pthread_create(&t[3], NULL, busy_thread, NULL);
     pthread_create(&t[2], NULL, watch_thread, NULL);
     pthread_create(&t[1], NULL, stop_thread, NULL);
     pthread_create(&t[0], NULL, loop_thread, NULL);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (freeze_fd < 0 ? 4 : 3); i++)
         pthread_join(t[i], NULL);
     double loop_ns = spent[0], stop_ns = spent[1], watch_ns = spent[2];
     long periods = seconds * 1000000000L / period_ns;
     double total = loop_ns + stop_ns + watch_ns;
-    printf("%ld us / %ld us: %ld periods; CPU per second: loop %.4f, backstop %.4f, other CPU "
+    printf("%ld us / %ld us%s: %ld periods; CPU per second: loop %.4f, backstop %.4f, other CPU "
            "%.4f, total %.4f; per period %.1f us (%.1f us per wake-up)\n",
-           budget_ns / 1000, period_ns / 1000, periods, loop_ns / seconds / 1e9,
-           stop_ns / seconds / 1e9, watch_ns / seconds / 1e9, total / seconds / 1e9,
+           budget_ns / 1000, period_ns / 1000, freeze_fd < 0 ? "" : ", freezing", periods,
+           loop_ns / seconds / 1e9, stop_ns / seconds / 1e9, watch_ns / seconds / 1e9, total / seconds / 1e9,
            total / periods / 1e3, total / periods / 3 / 1e3);
     return 0;
 }
