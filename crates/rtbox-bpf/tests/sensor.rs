@@ -310,3 +310,66 @@ fn a_member_registered_running_is_not_charged_its_time_before_the_join() {
     go_tx.send(()).unwrap();
     worker.join().unwrap();
 }
+
+/// Issue 14: another process changing a member's scheduling (its nice level with `renice`, its
+/// affinity with `taskset`, its policy with `chrt`) sets the member's drift mark and wakes the
+/// loop; the daemon's own changes (this process's) do not.
+#[test]
+fn another_process_changing_a_members_scheduling_is_drift_the_daemons_own_is_not() {
+    let sensor = match Sensor::load() {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("drift test skipped: {e}");
+            return;
+        }
+    };
+    if !sensor.drift_hooks() {
+        eprintln!("drift test skipped: this kernel refused the hooks on its scheduler setters");
+        return;
+    }
+    let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let sleeper = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        done_rx.recv().unwrap();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let _member = Registration::new(&sensor, tid, 3, schedstat_ns(tid), false).unwrap();
+    let _ = sensor.take_drift();
+    let _ = sensor.drain();
+    // The daemon's own change: no drift.
+    // SAFETY: plain system call on a thread of this process.
+    let own = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 3) };
+    assert_eq!(own, 0, "setpriority on the member");
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(sensor.take_drift().is_empty(), "the daemon's own change");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let t = tid.to_string();
+    let all = format!("0-{}", cpus - 1);
+    let changes: [(&str, Vec<&str>); 3] = [
+        ("renice", vec!["-n", "5", "-p", &t]),
+        ("taskset", vec!["-p", "-c", &all, &t]),
+        ("chrt", vec!["-o", "-p", "0", &t]),
+    ];
+    for (tool, args) in changes {
+        let out = std::process::Command::new(tool).args(&args).output();
+        let Ok(out) = out else {
+            eprintln!("{tool} not installed: change not tried");
+            continue;
+        };
+        assert!(out.status.success(), "{tool} {args:?}: {out:?}");
+        let mut seen = Vec::new();
+        assert!(
+            wait_for(
+                &sensor,
+                &mut seen,
+                |e| matches!(e, Event::Drift { tid: x } if *x == tid)
+            ),
+            "no Drift event after {tool}: {seen:?}"
+        );
+        assert_eq!(sensor.take_drift(), vec![tid], "drift mark after {tool}");
+        assert!(sensor.take_drift().is_empty(), "taken once");
+    }
+    done_tx.send(()).unwrap();
+    sleeper.join().unwrap();
+}

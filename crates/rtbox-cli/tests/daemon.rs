@@ -777,8 +777,10 @@ fn a_member_that_changes_its_policy_is_brought_back() {
     assert_eq!(boxed.1, vec![1]);
     sched::set_attr(pid, &SchedAttr::other(0)).unwrap();
     sched::set_affinity(pid, &[0]).unwrap();
-    // Drift is looked for at the full scan: every 100 ms with perf, every second with the BPF
-    // sensor (`BPF_FULL_SCAN`).
+    // Drift is looked for at the full scan with perf (every 100 ms); with the BPF sensor at
+    // once, from the drift mark this process's system calls set (and at a check of every
+    // member every 10 s, `DRIFT_CHECK`, or every second where the kernel lacks the setters'
+    // tracepoints).
     let wait_for = |want: &dyn Fn() -> bool| {
         let t0 = Instant::now();
         while !want() && t0.elapsed() < Duration::from_millis(2500) {

@@ -115,15 +115,26 @@ impl SensorChoice {
 pub fn load(choice: SensorChoice) -> Result<Option<Arc<Sensor>>, rtbox_bpf::SensorError> {
     match choice {
         SensorChoice::Perf => Ok(None),
-        SensorChoice::Bpf => Sensor::load().map(|s| Some(Arc::new(s))),
+        SensorChoice::Bpf => Sensor::load().map(|s| Some(Arc::new(said(s)))),
         SensorChoice::Auto => match Sensor::load() {
-            Ok(s) => Ok(Some(Arc::new(s))),
+            Ok(s) => Ok(Some(Arc::new(said(s)))),
             Err(e) => {
                 tracing::warn!(error = %e, "BPF sensor unavailable; using the perf sensor (polling)");
                 Ok(None)
             }
         },
     }
+}
+
+/// Says at start whether the sensor sees other processes change members' scheduling.
+fn said(s: Sensor) -> Sensor {
+    if !s.drift_hooks() {
+        tracing::info!(
+            "BPF sensor without the scheduling setters' tracepoints: members' policies are \
+             checked every second"
+        );
+    }
+    s
 }
 
 /// The sensor's server slot of a core server (`None`: not placed).
@@ -278,7 +289,8 @@ pub fn take_events(
                 }
             }
             Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
-            Event::ServerActive { .. } | Event::ServerIdle { .. } => {}
+            // Readiness: the charge phase reads it; drift: its marks (`Runtime::step`).
+            Event::ServerActive { .. } | Event::ServerIdle { .. } | Event::Drift { .. } => {}
         }
     }
     joined
