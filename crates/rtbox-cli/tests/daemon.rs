@@ -775,6 +775,7 @@ fn a_member_that_changes_its_policy_is_brought_back() {
         sched::get_affinity(pid).unwrap(),
     );
     assert_eq!(boxed.1, vec![1]);
+    let changed = Instant::now();
     sched::set_attr(pid, &SchedAttr::other(0)).unwrap();
     sched::set_affinity(pid, &[0]).unwrap();
     // Drift is looked for at the full scan with perf (every 100 ms); with the BPF sensor at
@@ -799,6 +800,7 @@ fn a_member_that_changes_its_policy_is_brought_back() {
         "not brought back: {:?}",
         sched::get_attr(pid)
     );
+    eprintln!("brought back {:?} after the change", changed.elapsed());
 }
 
 /// Puts a kernel knob back when dropped.
