@@ -377,9 +377,14 @@ impl Sensor {
     /// an exit), in slot order; clears their marks. A member not listed reads as it did at
     /// the last call: the loop need not read it.
     pub fn take_dirty(&self) -> Vec<u32> {
+        self.members_of(|shared, f| shared.take_dirty(f))
+    }
+
+    /// The tids of the member slots `take` lists (one of the program's bitmaps, taken).
+    fn members_of(&self, take: impl FnOnce(&Shared, &mut dyn FnMut(u32))) -> Vec<u32> {
         let slots = self.slots();
         let mut tids = Vec::new();
-        self.shared.take_dirty(|slot| {
+        take(&self.shared, &mut |slot| {
             let tid = slots.tid_of[slot as usize];
             if tid != 0 {
                 tids.push(tid);
@@ -392,15 +397,7 @@ impl Sensor {
     /// changed since the last call, in slot order; clears their marks. Only with
     /// [`Sensor::drift_hooks`].
     pub fn take_drift(&self) -> Vec<u32> {
-        let slots = self.slots();
-        let mut tids = Vec::new();
-        self.shared.take_drift(|slot| {
-            let tid = slots.tid_of[slot as usize];
-            if tid != 0 {
-                tids.push(tid);
-            }
-        });
-        tids
+        self.members_of(|shared, f| shared.take_drift(f))
     }
 
     /// Whether changes of the members' scheduling by other processes are seen as they happen

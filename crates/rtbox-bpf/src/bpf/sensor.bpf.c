@@ -322,55 +322,26 @@ static __always_inline int setter_exit(__s64 ret)
 	return 0;
 }
 
+/* The entry and exit programs of setter system call `call`, whose target thread is its first
+ * argument. */
+#define RTBOX_SETTER(call)                                                             \
+	SEC("tracepoint/syscalls/sys_enter_" #call)                                    \
+	int rtbox_drift_##call##_in(struct trace_event_raw_sys_enter *ctx)             \
+	{                                                                              \
+		return setter_enter((__s64)ctx->args[0]);                              \
+	}                                                                              \
+	SEC("tracepoint/syscalls/sys_exit_" #call)                                     \
+	int rtbox_drift_##call##_out(struct trace_event_raw_sys_exit *ctx)             \
+	{                                                                              \
+		return setter_exit(ctx->ret);                                          \
+	}
+
 /* The system calls that change a thread's policy, priority, affinity or nice level (the
  * kernel's own changes, e.g. a cpuset's, are left to the daemon's slow check). */
-SEC("tracepoint/syscalls/sys_enter_sched_setscheduler")
-int rtbox_drift_setscheduler_in(struct trace_event_raw_sys_enter *ctx)
-{
-	return setter_enter((__s64)ctx->args[0]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_sched_setscheduler")
-int rtbox_drift_setscheduler_out(struct trace_event_raw_sys_exit *ctx)
-{
-	return setter_exit(ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_enter_sched_setparam")
-int rtbox_drift_setparam_in(struct trace_event_raw_sys_enter *ctx)
-{
-	return setter_enter((__s64)ctx->args[0]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_sched_setparam")
-int rtbox_drift_setparam_out(struct trace_event_raw_sys_exit *ctx)
-{
-	return setter_exit(ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_enter_sched_setattr")
-int rtbox_drift_setattr_in(struct trace_event_raw_sys_enter *ctx)
-{
-	return setter_enter((__s64)ctx->args[0]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_sched_setattr")
-int rtbox_drift_setattr_out(struct trace_event_raw_sys_exit *ctx)
-{
-	return setter_exit(ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_enter_sched_setaffinity")
-int rtbox_drift_setaffinity_in(struct trace_event_raw_sys_enter *ctx)
-{
-	return setter_enter((__s64)ctx->args[0]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_sched_setaffinity")
-int rtbox_drift_setaffinity_out(struct trace_event_raw_sys_exit *ctx)
-{
-	return setter_exit(ctx->ret);
-}
+RTBOX_SETTER(sched_setscheduler)
+RTBOX_SETTER(sched_setparam)
+RTBOX_SETTER(sched_setattr)
+RTBOX_SETTER(sched_setaffinity)
 
 /* setpriority(PRIO_PROCESS, who, nice): a thread's nice level (other `which` name groups and
  * users, left to the slow check). */
