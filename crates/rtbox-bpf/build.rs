@@ -4,6 +4,9 @@
 //!
 //! Without clang, bpftool or kernel BTF the crate still builds, with `rtbox_bpf_missing` set:
 //! the sensor then refuses to load with a typed reason and the daemon uses its perf path.
+//! With `RTBOX_REQUIRE_BPF=1` (the test suite on a machine with kernel BTF) a failed build is
+//! an error instead: a program that stopped compiling would otherwise only leave a warning,
+//! and every test would pass on the perf fallback.
 
 use std::env;
 use std::fs;
@@ -17,8 +20,12 @@ fn main() {
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed=src/bpf/sensor.h");
     println!("cargo:rerun-if-env-changed=RTBOX_VMLINUX_BTF");
+    println!("cargo:rerun-if-env-changed=RTBOX_REQUIRE_BPF");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     if let Err(why) = build(&out) {
+        if env::var("RTBOX_REQUIRE_BPF").is_ok_and(|v| v == "1") {
+            panic!("rtbox-bpf: BPF sensor not built and RTBOX_REQUIRE_BPF=1: {why}");
+        }
         println!("cargo:warning=rtbox-bpf: BPF sensor not built ({why}); the daemon will use its perf sensor");
         println!("cargo:rustc-cfg=rtbox_bpf_missing");
         println!("cargo:rustc-env=RTBOX_BPF_MISSING={why}");

@@ -50,21 +50,32 @@ fn wait_for(sensor: &Sensor, seen: &mut Vec<Event>, want: impl Fn(&Event) -> boo
     false
 }
 
-#[test]
-fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
-    let sensor = match Sensor::load() {
-        Ok(s) => Arc::new(s),
+/// The sensor, or `None` (the test says why) where it cannot load: not built, or not root.
+/// Root must load a built sensor; with `RTBOX_REQUIRE_BPF=1` (the test suite on a machine with
+/// kernel BTF) it must also have been built.
+fn sensor_or_skip(test: &str) -> Option<Arc<Sensor>> {
+    match Sensor::load() {
+        Ok(s) => Some(Arc::new(s)),
         Err(e) => {
             // SAFETY: geteuid has no preconditions.
             let root = unsafe { libc::geteuid() } == 0;
-            eprintln!("sensor test skipped: {e} (root: {root})");
             assert!(matches!(e, SensorError::NotBuilt(_) | SensorError::Load(_)));
             assert!(
                 !root || matches!(e, SensorError::NotBuilt(_)),
                 "root could not load: {e}"
             );
-            return;
+            let required = std::env::var("RTBOX_REQUIRE_BPF").is_ok_and(|v| v == "1");
+            assert!(!(root && required), "RTBOX_REQUIRE_BPF=1: {e}");
+            eprintln!("{test} skipped: {e} (root: {root})");
+            None
         }
+    }
+}
+
+#[test]
+fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
+    let Some(sensor) = sensor_or_skip("sensor test") else {
+        return;
     };
     let (go_tx, go_rx) = mpsc::channel::<u32>();
     let (tid_tx, tid_rx) = mpsc::channel::<u32>();
@@ -161,12 +172,8 @@ fn sensor_follows_a_member_through_run_block_wake_fork_and_exit() {
 /// loop's core places a global box's members across vCPUs by priority.
 #[test]
 fn a_global_members_every_wake_and_block_is_news() {
-    let sensor = match Sensor::load() {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("sensor test skipped: {e}");
-            return;
-        }
+    let Some(sensor) = sensor_or_skip("sensor test") else {
+        return;
     };
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (tid_tx, tid_rx) = mpsc::channel::<u32>();
@@ -234,12 +241,8 @@ fn a_global_members_every_wake_and_block_is_news() {
 /// so that its first server is charged only what it ran after the join.
 #[test]
 fn a_member_registered_running_is_not_charged_its_time_before_the_join() {
-    let sensor = match Sensor::load() {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("sensor test skipped: {e}");
-            return;
-        }
+    let Some(sensor) = sensor_or_skip("sensor test") else {
+        return;
     };
     let (tid_tx, tid_rx) = mpsc::channel::<u32>();
     let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -316,12 +319,8 @@ fn a_member_registered_running_is_not_charged_its_time_before_the_join() {
 /// loop; the daemon's own changes (this process's) do not.
 #[test]
 fn another_process_changing_a_members_scheduling_is_drift_the_daemons_own_is_not() {
-    let sensor = match Sensor::load() {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("drift test skipped: {e}");
-            return;
-        }
+    let Some(sensor) = sensor_or_skip("drift test") else {
+        return;
     };
     if !sensor.drift_hooks() {
         eprintln!("drift test skipped: this kernel refused the hooks on its scheduler setters");
