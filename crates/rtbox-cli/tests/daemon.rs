@@ -168,14 +168,24 @@ fn wait_restored(hogs: &[Proc], orig: &[Orig], limit: Duration) -> Duration {
     }
 }
 
-/// Whether the sensor's switch program is loaded (`bpftool prog show name`, installed by
-/// scripts/setup.sh).
-fn bpf_sensor_attached() -> bool {
-    Command::new("bpftool")
-        .args(["prog", "show", "name", "rtbox_switch"])
+/// The sensor's programs loaded now, by the names the kernel keeps (`rtbox_` and at most 15
+/// bytes: `bpftool prog show`, installed by scripts/setup.sh).
+fn bpf_programs() -> Vec<String> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show"])
         .output()
-        .map(|o| o.status.success() && !o.stdout.is_empty())
-        .expect("bpftool (scripts/setup.sh installs it)")
+        .expect("bpftool (scripts/setup.sh installs it)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().skip_while(|w| *w != "name").nth(1))
+        .filter(|n| n.starts_with("rtbox_"))
+        .map(String::from)
+        .collect()
+}
+
+/// Whether the sensor's switch program is loaded.
+fn bpf_sensor_attached() -> bool {
+    bpf_programs().iter().any(|n| n == "rtbox_switch")
 }
 
 /// The CPU latency limit in force (`/dev/cpu_dma_latency`), and whether any process holds a
@@ -247,12 +257,14 @@ fn kill_9_restores_every_thread_within_one_second() {
         // kernel frees a program whose last reference dropped after an RCU grace period (from
         // a work item), so bpftool may list it for a moment after the process is reaped.
         let t0 = Instant::now();
-        while bpf_sensor_attached() && t0.elapsed() < Duration::from_secs(3) {
+        while !bpf_programs().is_empty() && t0.elapsed() < Duration::from_secs(3) {
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Every program of the sensor: the scheduler's tracepoints and the setters' (drift).
+        let left = bpf_programs();
         assert!(
-            !bpf_sensor_attached(),
-            "BPF sensor still attached 3 s after kill -9"
+            left.is_empty(),
+            "BPF sensor programs still loaded 3 s after kill -9: {left:?}"
         );
         eprintln!(
             "kill -9: BPF sensor detached {:.0} ms after the daemon was reaped",
