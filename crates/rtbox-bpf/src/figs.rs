@@ -166,16 +166,13 @@ impl Fig {
 const DIRTY_WORDS: usize = MAX_MEMBERS / 64;
 
 /// `.bss` of the program: `figs[MAX_MEMBERS]`, `runnable[MAX_SERVERS]`, `lost_events`,
-/// `dirty[MAX_MEMBERS / 64]`, `pre_join[MAX_MEMBERS]`, `drift[MAX_MEMBERS / 64]`,
-/// `daemon_tgid`.
+/// `dirty[MAX_MEMBERS / 64]`, `pre_join[MAX_MEMBERS]`.
 pub struct Shared {
     base: *mut u8,
     runnable_off: usize,
     lost_off: usize,
     dirty_off: usize,
     pre_join_off: usize,
-    drift_off: usize,
-    tgid_off: usize,
 }
 
 // SAFETY: the mapping is process-wide memory shared with the kernel; every access goes through
@@ -190,19 +187,16 @@ impl Shared {
         let lost_off = runnable_off + MAX_SERVERS * 4;
         let dirty_off = lost_off + 8;
         let pre_join_off = dirty_off + DIRTY_WORDS * 8;
-        let drift_off = pre_join_off + MAX_MEMBERS * 8;
-        let tgid_off = drift_off + DIRTY_WORDS * 8;
-        (!base.is_null() && size >= tgid_off + 4 && (base as usize).is_multiple_of(64)).then_some(
-            Shared {
-                base,
-                runnable_off,
-                lost_off,
-                dirty_off,
-                pre_join_off,
-                drift_off,
-                tgid_off,
-            },
-        )
+        (!base.is_null()
+            && size >= pre_join_off + MAX_MEMBERS * 8
+            && (base as usize).is_multiple_of(64))
+        .then_some(Shared {
+            base,
+            runnable_off,
+            lost_off,
+            dirty_off,
+            pre_join_off,
+        })
     }
 
     fn pre_join(&self, slot: u32) -> &AtomicU64 {
@@ -224,39 +218,17 @@ impl Shared {
     }
 
     fn dirty_word(&self, w: usize) -> &AtomicU64 {
-        self.bit_word(self.dirty_off, w)
-    }
-
-    /// Word `w` of the bitmap (one bit per member slot) at offset `off`.
-    fn bit_word(&self, off: usize, w: usize) -> &AtomicU64 {
         assert!(w < DIRTY_WORDS);
         // SAFETY: in bounds (checked at construction), 8-byte aligned.
-        unsafe { &*(self.base.add(off + w * 8) as *const AtomicU64) }
+        unsafe { &*(self.base.add(self.dirty_off + w * 8) as *const AtomicU64) }
     }
 
     /// Calls `f` with every slot marked dirty since the last call and clears the marks. A
     /// write after the clearing marks its slot again (the program marks after writing), so
     /// a slot read after this call shows every write up to its mark.
-    pub fn take_dirty(&self, f: impl FnMut(u32)) {
-        self.take_bits(self.dirty_off, f)
-    }
-
-    /// Calls `f` with every slot whose member another process changed the scheduling of since
-    /// the last call (the program's drift marks), and clears the marks.
-    pub fn take_drift(&self, f: impl FnMut(u32)) {
-        self.take_bits(self.drift_off, f)
-    }
-
-    /// Tells the program which process is the daemon (its changes are not drift).
-    pub fn set_daemon_tgid(&self, tgid: u32) {
-        // SAFETY: in bounds (checked at construction), 4-byte aligned (8-aligned offset).
-        unsafe { &*(self.base.add(self.tgid_off) as *const AtomicU32) }
-            .store(tgid, Ordering::Release);
-    }
-
-    fn take_bits(&self, off: usize, mut f: impl FnMut(u32)) {
+    pub fn take_dirty(&self, mut f: impl FnMut(u32)) {
         for w in 0..DIRTY_WORDS {
-            let word = self.bit_word(off, w);
+            let word = self.dirty_word(w);
             if word.load(Ordering::Relaxed) == 0 {
                 continue;
             }
@@ -324,35 +296,11 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fig, joined), 60);
         assert!(h.contains("__u32 every;"));
         assert!(h.contains("__u32 joined;"));
-        // `Shared::new`'s offsets follow the order of the program's `shared` struct.
-        let c = include_str!("bpf/sensor.bpf.c");
-        let at = |f: &str| {
-            c.find(f)
-                .unwrap_or_else(|| panic!("{f} not in the program"))
-        };
-        let order = [
-            "struct rtbox_fig figs[RTBOX_MAX_MEMBERS];",
-            "__s32 runnable[RTBOX_MAX_SERVERS];",
-            "__u64 lost_events;",
-            "__u64 dirty[RTBOX_MAX_MEMBERS / 64];",
-            "__u64 pre_join[RTBOX_MAX_MEMBERS];",
-            "__u64 drift[RTBOX_MAX_MEMBERS / 64];",
-            "__u32 daemon_tgid;\n} shared;",
-        ];
-        for w in order.windows(2) {
-            assert!(at(w[0]) < at(w[1]), "{} before {}", w[0], w[1]);
-        }
     }
 
     #[test]
     fn a_running_member_is_extrapolated_and_a_stopped_one_exact() {
-        let size = 64 * MAX_MEMBERS
-            + 4 * MAX_SERVERS
-            + 8
-            + MAX_MEMBERS / 8
-            + 8 * MAX_MEMBERS
-            + MAX_MEMBERS / 8
-            + 4;
+        let size = 64 * MAX_MEMBERS + 4 * MAX_SERVERS + 8 + MAX_MEMBERS / 8 + 8 * MAX_MEMBERS;
         let layout = std::alloc::Layout::from_size_align(size, 64).unwrap();
         // SAFETY: non-zero size; freed below with the same layout.
         let base = unsafe { std::alloc::alloc_zeroed(layout) };

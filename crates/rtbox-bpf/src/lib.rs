@@ -63,8 +63,6 @@ pub enum Event {
     Fork { tid: u32, pid: u32, parent: u32 },
     /// Member thread `tid` of process `pid` exits.
     Exit { tid: u32, pid: u32 },
-    /// Another process changed the scheduling of member thread `tid` ([`Sensor::take_drift`]).
-    Drift { tid: u32 },
 }
 
 impl Event {
@@ -85,7 +83,6 @@ impl Event {
                 parent: arg,
             }),
             4 => Some(Event::Exit { tid, pid }),
-            5 => Some(Event::Drift { tid }),
             _ => None,
         }
     }
@@ -140,8 +137,6 @@ pub struct Sensor {
     ring: Mutex<libbpf_rs::RingBuffer<'static>>,
     queue: Arc<Mutex<VecDeque<Event>>>,
     slots: Mutex<Slots>,
-    /// The drift programs are attached ([`Sensor::drift_hooks`]).
-    drift_hooks: bool,
     // Declared last: dropped after the maps and the ring buffer that refer to it.
     _links: Vec<libbpf_rs::Link>,
     _object: libbpf_rs::Object,
@@ -249,35 +244,24 @@ impl Sensor {
         }
     }
 
-    /// Opens and loads the object; without the drift programs when `drift` is false.
     #[cfg(not(rtbox_bpf_missing))]
-    fn open_and_load(bytes: &[u8], drift: bool) -> Result<libbpf_rs::Object, SensorError> {
-        use libbpf_rs::ObjectBuilder;
+    fn load_object(bytes: &[u8]) -> Result<Sensor, SensorError> {
+        use libbpf_rs::{AsRawLibbpf, MapCore, ObjectBuilder, RingBufferBuilder};
         let load = |what: &str, e: libbpf_rs::Error| SensorError::Load(format!("{what}: {e}"));
-        let mut open = ObjectBuilder::default()
+        let open = ObjectBuilder::default()
             .name("rtbox_sensor")
             .map_err(|e| load("name", e))?
             .open_memory(bytes)
             .map_err(|e| load("open", e))?;
-        for mut prog in open.progs_mut() {
-            if is_drift_prog(&prog.name().to_string_lossy()) {
-                prog.set_autoload(drift);
-            }
+        let object = open.load().map_err(|e| load("load", e))?;
+        let mut links = Vec::new();
+        for prog in object.progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            links.push(
+                prog.attach()
+                    .map_err(|e| load(&format!("attach {name}"), e))?,
+            );
         }
-        open.load().map_err(|e| load("load", e))
-    }
-
-    #[cfg(not(rtbox_bpf_missing))]
-    fn load_object(bytes: &[u8]) -> Result<Sensor, SensorError> {
-        use libbpf_rs::{AsRawLibbpf, MapCore, RingBufferBuilder};
-        let load = |what: &str, e: libbpf_rs::Error| SensorError::Load(format!("{what}: {e}"));
-        // The drift programs sit on the system-call tracepoints of the scheduling setters, which
-        // a kernel without syscall tracepoints lacks: the sensor then loads without them, and
-        // the daemon checks every member's policy at its full scan instead.
-        let (object, mut drift_hooks) = match Self::open_and_load(bytes, true) {
-            Ok(o) => (o, true),
-            Err(_) => (Self::open_and_load(bytes, false)?, false),
-        };
         let map = |suffix: &str| {
             object
                 .maps()
@@ -300,29 +284,6 @@ impl Sensor {
         };
         let shared = Shared::new(base.cast(), size as usize)
             .ok_or_else(|| SensorError::Load(format!("figures mapping of {size} bytes")))?;
-        // Before any program runs: the daemon's own changes of its members are not drift.
-        shared.set_daemon_tgid(std::process::id());
-        let mut links = Vec::new();
-        let mut drift_links = Vec::new();
-        for prog in object.progs_mut() {
-            let name = prog.name().to_string_lossy().into_owned();
-            if !is_drift_prog(&name) {
-                links.push(
-                    prog.attach()
-                        .map_err(|e| load(&format!("attach {name}"), e))?,
-                );
-            } else if drift_hooks {
-                match prog.attach() {
-                    Ok(l) => drift_links.push(l),
-                    Err(_) => drift_hooks = false,
-                }
-            }
-        }
-        // All of them or none: the daemon relies on them only when every setter is hooked.
-        if drift_hooks {
-            links.append(&mut drift_links);
-        }
-        drop(drift_links);
         let queue: Arc<Mutex<VecDeque<Event>>> = Arc::default();
         let sink = Arc::clone(&queue);
         let events = map("events")?;
@@ -346,7 +307,6 @@ impl Sensor {
                 of: Default::default(),
                 tid_of: vec![0; MAX_MEMBERS],
             }),
-            drift_hooks,
             _links: links,
             _object: object,
         })
@@ -377,34 +337,15 @@ impl Sensor {
     /// an exit), in slot order; clears their marks. A member not listed reads as it did at
     /// the last call: the loop need not read it.
     pub fn take_dirty(&self) -> Vec<u32> {
-        self.members_of(|shared, f| shared.take_dirty(f))
-    }
-
-    /// The tids of the member slots `take` lists (one of the program's bitmaps, taken).
-    fn members_of(&self, take: impl FnOnce(&Shared, &mut dyn FnMut(u32))) -> Vec<u32> {
         let slots = self.slots();
         let mut tids = Vec::new();
-        take(&self.shared, &mut |slot| {
+        self.shared.take_dirty(|slot| {
             let tid = slots.tid_of[slot as usize];
             if tid != 0 {
                 tids.push(tid);
             }
         });
         tids
-    }
-
-    /// The members whose scheduling (policy, priority, nice level, affinity) another process
-    /// changed since the last call, in slot order; clears their marks. Only with
-    /// [`Sensor::drift_hooks`].
-    pub fn take_drift(&self) -> Vec<u32> {
-        self.members_of(|shared, f| shared.take_drift(f))
-    }
-
-    /// Whether changes of the members' scheduling by other processes are seen as they happen
-    /// ([`Event::Drift`], [`Sensor::take_drift`]): the kernel let the programs hook its
-    /// scheduler setters.
-    pub fn drift_hooks(&self) -> bool {
-        self.drift_hooks
     }
 
     /// Events the program could not queue (ring buffer full): after any, rescan everything.
@@ -483,12 +424,6 @@ impl Sensor {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// The programs that mark drift (optional: see `Sensor::load_object`).
-#[cfg(not(rtbox_bpf_missing))]
-fn is_drift_prog(name: &str) -> bool {
-    name.starts_with("rtbox_drift_")
 }
 
 fn check_server(server: u32) -> Result<(), SensorError> {

@@ -14,9 +14,6 @@
 //   to place) or exits.
 // - Dirty marks: one bit per member slot, set after each write of its figures, so the loop
 //   reads only the members whose figures moved (sleeping members cost it nothing).
-// - Drift marks: one bit per member slot, set when a process other than the daemon changes the
-//   member's policy, priority, nice level or affinity (the setters' system-call tracepoints),
-//   so that the loop checks those members at once instead of every member every second.
 //
 // Members and their servers are written by the daemon: `members` maps a tid to a slot of
 // `figs`, a global array the daemon reads and writes through libbpf's memory mapping.
@@ -59,12 +56,6 @@ struct {
 	 * thread is as old as its last tick (up to 4 ms at HZ=250), and charged to its first
 	 * server that time made a box throttle early and report an overrun at each join. */
 	__u64 pre_join[RTBOX_MAX_MEMBERS];
-	/* One bit per slot, set when another process changed the member's scheduling (see
-	 * drifted()); the loop takes and clears them. */
-	__u64 drift[RTBOX_MAX_MEMBERS / 64];
-	/* The daemon's process (its own changes of members are not drift); written by the daemon
-	 * before the programs are attached. */
-	__u32 daemon_tgid;
 } shared;
 
 /* The slot of member `tid`, or -1. */
@@ -274,87 +265,4 @@ int BPF_PROG(rtbox_exit, struct task_struct *p)
 	settle(f, 0, tid);
 	emit(RTBOX_EV_EXIT, tid, BPF_CORE_READ(p, tgid), 0);
 	return 0;
-}
-
-/* Setters under way: the calling thread's tid to the member it changes (from the setter's
- * entry to its exit, where the change is made or refused). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);   /* caller's tid */
-	__type(value, __u32); /* member's tid */
-} setting SEC(".maps");
-
-/* A setter's entry: thread `who` (0: the caller itself, in the caller's pid namespace; a
- * member in a container naming another thread is missed here, and found by the daemon's slow
- * check) is about to have its scheduling changed. Only a member changed by another process
- * than the daemon is remembered. */
-static __always_inline int setter_enter(__s64 who)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 caller = (__u32)id;
-	__u32 target = who == 0 ? caller : (__u32)who;
-
-	if ((__u32)(id >> 32) == shared.daemon_tgid || slot_of(target) < 0)
-		return 0;
-	bpf_map_update_elem(&setting, &caller, &target, BPF_ANY);
-	return 0;
-}
-
-/* A setter's exit: when it succeeded, the member's drift mark is set and the loop woken, which
- * puts the box's policy back (or takes a priority the member set itself as its new local
- * rank). At the exit, so that the loop reads the new state. */
-static __always_inline int setter_exit(__s64 ret)
-{
-	__u32 caller = (__u32)bpf_get_current_pid_tgid();
-	__u32 *target = bpf_map_lookup_elem(&setting, &caller);
-
-	if (!target)
-		return 0;
-	__u32 tid = *target;
-	bpf_map_delete_elem(&setting, &caller);
-	__s32 found = slot_of(tid);
-	if (ret != 0 || found < 0 || found >= RTBOX_MAX_MEMBERS)
-		return 0;
-	__u32 slot = found;
-	__sync_fetch_and_or(&shared.drift[slot / 64], 1ULL << (slot % 64));
-	emit(RTBOX_EV_DRIFT, tid, 0, 0);
-	return 0;
-}
-
-/* The entry and exit programs of setter system call `call`, whose target thread is its first
- * argument. */
-#define RTBOX_SETTER(call)                                                             \
-	SEC("tracepoint/syscalls/sys_enter_" #call)                                    \
-	int rtbox_drift_##call##_in(struct trace_event_raw_sys_enter *ctx)             \
-	{                                                                              \
-		return setter_enter((__s64)ctx->args[0]);                              \
-	}                                                                              \
-	SEC("tracepoint/syscalls/sys_exit_" #call)                                     \
-	int rtbox_drift_##call##_out(struct trace_event_raw_sys_exit *ctx)             \
-	{                                                                              \
-		return setter_exit(ctx->ret);                                          \
-	}
-
-/* The system calls that change a thread's policy, priority, affinity or nice level (the
- * kernel's own changes, e.g. a cpuset's, are left to the daemon's slow check). */
-RTBOX_SETTER(sched_setscheduler)
-RTBOX_SETTER(sched_setparam)
-RTBOX_SETTER(sched_setattr)
-RTBOX_SETTER(sched_setaffinity)
-
-/* setpriority(PRIO_PROCESS, who, nice): a thread's nice level (other `which` name groups and
- * users, left to the slow check). */
-SEC("tracepoint/syscalls/sys_enter_setpriority")
-int rtbox_drift_setpriority_in(struct trace_event_raw_sys_enter *ctx)
-{
-	if (ctx->args[0] != 0 /* PRIO_PROCESS */)
-		return 0;
-	return setter_enter((__s64)ctx->args[1]);
-}
-
-SEC("tracepoint/syscalls/sys_exit_setpriority")
-int rtbox_drift_setpriority_out(struct trace_event_raw_sys_exit *ctx)
-{
-	return setter_exit(ctx->ret);
 }

@@ -331,8 +331,6 @@ pub struct Members {
     /// The sensor's lost-event count at the last /proc membership scan, and that scan's time
     /// (see [`Members::scan`]).
     proc_scan: Option<(u64, Nanos)>,
-    /// When every member's policy and affinity were last checked ([`Members::drift_check_due`]).
-    drift_checked: Option<Nanos>,
     /// Forks and exits from the kernel's proc connector; `None` where it is unavailable (then
     /// every scan is a full /proc scan).
     events: Option<ProcEvents>,
@@ -367,7 +365,6 @@ impl Members {
             journal,
             seen_pids: BTreeSet::new(),
             proc_scan: None,
-            drift_checked: None,
             events,
             scans: ScanClock::default(),
             stops: Stops::default(),
@@ -1116,28 +1113,9 @@ impl Members {
     /// A member that set its own RT priority gets that local rank ([`localprio`]): it is put
     /// back into its box's band at the new rank instead of losing the change.
     pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
-        self.correct_drift_of(sched, now, None);
-    }
-
-    /// Whether the check of every member's drift is due at `now` (`every` after the last one);
-    /// a due check counts as made.
-    pub fn drift_check_due(&mut self, now: Nanos, every: Nanos) -> bool {
-        let due = self
-            .drift_checked
-            .is_none_or(|t| now.saturating_sub(t) >= every);
-        if due {
-            self.drift_checked = Some(now);
-        }
-        due
-    }
-
-    /// [`Members::correct_drift`] for the members `only` names (the BPF sensor's drift marks:
-    /// another process changed their scheduling), or for every member.
-    pub fn correct_drift_of(&mut self, sched: &mut Scheduler, now: Nanos, only: Option<&[i32]>) {
         let mut drifted = false;
         let mut reranked = false;
-        let named = |t: &i32| only.is_none_or(|v| v.contains(t));
-        for (tid, m) in self.by_tid.iter_mut().filter(|(t, _)| named(t)) {
+        for (tid, m) in self.by_tid.iter_mut() {
             if let Some(p) = m.pending_rank.take() {
                 m.rerank(*tid, sched, now, p, "at its placement");
                 reranked = true;

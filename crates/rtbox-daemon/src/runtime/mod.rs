@@ -69,11 +69,6 @@ pub use wakeup::{wakeup_time, MIN_GRANT, MIN_SLEEP};
 /// stat, children and policy, ~20 us each) was most of the daemon's CPU (`perf record`).
 pub const BPF_FULL_SCAN: Nanos = 1_000_000_000;
 
-/// How often every member's policy and affinity are checked when the BPF sensor reports other
-/// processes' changes as they happen (its drift marks): two system calls per member per check
-/// were most of what 1000 sleeping members cost at one check per second (issue 14).
-pub const DRIFT_CHECK: Nanos = 10_000_000_000;
-
 /// The daemon's enforcement loop priority (above members and the watchdog).
 pub const LOOP_PRIO: u32 = 98;
 
@@ -850,13 +845,6 @@ impl Runtime {
             // before the first placement of members a scan added (`own_change`).
             if now < self.watch_until || self.members.unplaced {
                 self.members.correct_drift(&mut self.sched, now);
-            } else {
-                // Another process changed these members' scheduling (the sensor's marks).
-                let drift: Vec<i32> = s.take_drift().into_iter().map(|t| t as i32).collect();
-                if !drift.is_empty() {
-                    self.members
-                        .correct_drift_of(&mut self.sched, now, Some(&drift));
-                }
             }
         }
         self.members.unplaced = false;
@@ -1039,11 +1027,7 @@ impl Runtime {
             self.members.scan_cgroups(&mut self.sched);
             self.members.release_empty_processes();
         }
-        // With the sensor's drift marks, members another process changed are put back at the
-        // next step; the check of every member is then only a slow safety net (the kernel's own
-        // changes, such as a cpuset's, and setters naming a thread in another pid namespace).
-        let hooks = self.sensor.as_ref().is_some_and(|s| s.drift_hooks());
-        if !bpf || (full && !hooks) || (full && self.members.drift_check_due(now, DRIFT_CHECK)) {
+        if full || !bpf {
             self.members.correct_drift(&mut self.sched, now);
         }
         if self.pin_names.place(&self.members, &mut self.sched, now) {

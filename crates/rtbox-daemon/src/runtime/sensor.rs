@@ -115,26 +115,15 @@ impl SensorChoice {
 pub fn load(choice: SensorChoice) -> Result<Option<Arc<Sensor>>, rtbox_bpf::SensorError> {
     match choice {
         SensorChoice::Perf => Ok(None),
-        SensorChoice::Bpf => Sensor::load().map(|s| Some(Arc::new(said(s)))),
+        SensorChoice::Bpf => Sensor::load().map(|s| Some(Arc::new(s))),
         SensorChoice::Auto => match Sensor::load() {
-            Ok(s) => Ok(Some(Arc::new(said(s)))),
+            Ok(s) => Ok(Some(Arc::new(s))),
             Err(e) => {
                 tracing::warn!(error = %e, "BPF sensor unavailable; using the perf sensor (polling)");
                 Ok(None)
             }
         },
     }
-}
-
-/// Says at start whether the sensor sees other processes change members' scheduling.
-fn said(s: Sensor) -> Sensor {
-    if !s.drift_hooks() {
-        tracing::info!(
-            "BPF sensor without the scheduling setters' tracepoints: members' policies are \
-             checked every second"
-        );
-    }
-    s
 }
 
 /// The sensor's server slot of a core server (`None`: not placed).
@@ -289,8 +278,7 @@ pub fn take_events(
                 }
             }
             Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
-            // Readiness: the charge phase reads it; drift: its marks (`Runtime::step`).
-            Event::ServerActive { .. } | Event::ServerIdle { .. } | Event::Drift { .. } => {}
+            Event::ServerActive { .. } | Event::ServerIdle { .. } => {}
         }
     }
     joined
