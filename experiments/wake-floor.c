@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     printf("%ld us / %ld us%s: %ld periods; CPU per second: loop %.4f, backstop %.4f, other CPU "
            "%.4f, total %.4f; per period %.1f us (%.1f us per wake-up)\n",
            budget_ns / 1000, period_ns / 1000, freeze_fd < 0 ? "" : ", freezing", periods,
-           loop_ns / seconds / 1e9, stop_ns / seconds / 1e9, watch_ns / seconds / 1e9, total / seconds / 1e9,
-           total / periods / 1e3, total / periods / 3 / 1e3);
+           loop_ns / seconds / 1e9, stop_ns / seconds / 1e9, watch_ns / seconds / 1e9,
+           total / seconds / 1e9, total / periods / 1e3, total / periods / 3 / 1e3);
     return 0;
 }

@@ -19,17 +19,18 @@ DIR=$(mktemp -d /tmp/rtbox-wake-floor.XXXXXX)
 BIN=$DIR/wake-floor
 if [ -e /sys/fs/cgroup/cgroup.controllers ]; then V2=/sys/fs/cgroup; else V2=/sys/fs/cgroup/unified; fi
 CG=$V2/rtbox-wake-floor.$$
-HOG=""
+# Each freezing run thaws, stops and removes its own member and cgroup (its trap); this only
+# takes what an interrupted run left.
 cleanup() {
   [ -e "$CG/cgroup.freeze" ] && echo 0 >"$CG/cgroup.freeze" || true
-  [ -n "$HOG" ] && { kill "$HOG" 2>/dev/null || true; wait "$HOG" 2>/dev/null || true; }
   rmdir "$CG" 2>/dev/null || true
   rm -rf "$DIR"
 }
 trap cleanup EXIT
 cc -O2 -Wall -o "$BIN" experiments/wake-floor.c -lpthread
 
-# run PERIOD_US BUDGET_US HOLD FREEZE: the per-period figure (us) of one run.
+# run PERIOD_US BUDGET_US HOLD FREEZE: one run's CPU per second and, in brackets, per period
+# (its whole output goes to stderr).
 run() {
   local period=$1 budget=$2 hold=$3 freeze=$4 out
   out=$(flock /tmp/rtbox-realtime.lock bash -c '
@@ -54,7 +55,6 @@ echo "| box | wake-ups, halting | wake-ups, limit 0 held | + freezing, halting |
 echo "|---|---|---|---|---|"
 for box in "10000 2000" "100000 20000" "1000 200"; do
   set -- $box
-
   [ "$2" -ge 1000 ] && row="| $(( $2 / 1000 )) ms / $(( $1 / 1000 )) ms" || row="| $2 us / $(( $1 / 1000 )) ms"
   for freeze in no yes; do
     for hold in no yes; do
