@@ -191,6 +191,8 @@ pub struct Scheduler {
     replenishments: BinaryHeap<Reverse<(Nanos, ServerId)>>,
     events: VecDeque<Event>,
     scratch: Vec<TaskId>,
+    /// The members a global box runs (`running_members`), reused between placements.
+    scratch_top: Vec<TaskId>,
     scratch_servers: Vec<ServerId>,
     /// Boxes whose ready members, their order or placement, or won vCPUs changed since the
     /// last decision or in the current one, each once (`Bx::marked`): every other box keeps
@@ -344,6 +346,7 @@ impl Scheduler {
             replenishments: BinaryHeap::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            scratch_top: Vec::new(),
             scratch_servers: Vec::new(),
             marked: Vec::new(),
             any_reclaim,
@@ -1803,12 +1806,15 @@ impl Scheduler {
         let bx = &mut self.boxes[b];
         if bx.placement_holds() {
             debug_assert!(
-                bx.ready
-                    .iter()
-                    .take(bx.won.len())
-                    .all(|t| self.tasks[t.index()]
-                        .placed
-                        .is_some_and(|s| bx.won.contains(&s))),
+                {
+                    let mut top = Vec::new();
+                    running_members(bx, &self.tasks, &mut top);
+                    top.iter().all(|t| {
+                        self.tasks[t.index()]
+                            .placed
+                            .is_some_and(|s| bx.won.contains(&s))
+                    })
+                },
                 "a skipped placement would have moved a member"
             );
             return;
@@ -1828,11 +1834,12 @@ impl Scheduler {
             return;
         }
         let bx = &self.boxes[b];
+        let top = &mut self.scratch_top;
+        running_members(bx, &self.tasks, top);
         let tasks = &mut self.tasks;
         let free = &mut self.scratch_servers;
         free.clear();
         free.extend_from_slice(&bx.won);
-        let top = free.len().min(bx.ready.len());
         let pending = &mut self.scratch;
         pending.clear();
         // Each won vCPU hosts at most one of the top members: note it for `server_head` (a
@@ -1841,7 +1848,7 @@ impl Scheduler {
         for &s in &bx.won {
             servers[s.index()].head = None;
         }
-        for &t in &bx.ready[..top] {
+        for &t in top.iter() {
             // A member keeps a vCPU it already sits on if that vCPU still won (and no member
             // before it kept it: after a reconfiguration turned a pinned box global, several
             // members may name the same vCPU).
@@ -1856,8 +1863,10 @@ impl Scheduler {
                 None => pending.push(t),
             }
         }
-        for &t in &bx.ready[top..] {
-            tasks[t.index()].placed = None;
+        for &t in &bx.ready {
+            if !top.contains(&t) {
+                tasks[t.index()].placed = None;
+            }
         }
         if pending.is_empty() {
             return;
@@ -1986,6 +1995,52 @@ impl Scheduler {
         }
         self.scratch = cand;
     }
+}
+
+/// The members a global box runs on its won vCPUs, `k` of them for `k` won vCPUs: its `k`
+/// most urgent ready members in local-policy order, except that among members of equal
+/// priority (`fifo`: the same fixed priority; `edf`: the same deadline) those already placed on
+/// a won vCPU come first. A member waiting for a vCPU does not take one from a running member
+/// of its own priority: POSIX `SCHED_FIFO`, where a thread is preempted only by a thread of
+/// higher priority, and a preempted one waits at the head of its priority's list for a CPU
+/// that frees up, not for one held by its equals (IEEE 1003.1, "Scheduling Policies"; the
+/// kernel's `rt.c` pushes a task only to a CPU running lower priority). Without it, a
+/// member whose vCPU ran out took the vCPU of its equal on another CPU every time, starving
+/// it and migrating every period (issue 14: two busy members of a 1 ms / 10 ms global box, the
+/// second got 0.002 CPU). A `fair` box keeps pure arrival order: its rotation is how its
+/// members take turns. Equal priorities interfere both ways in the analysis (`rtbox_analysis`,
+/// global tests), so its bounds hold for either order.
+fn running_members(bx: &Bx, tasks: &[Tk], out: &mut Vec<TaskId>) {
+    out.clear();
+    let k = bx.won.len().min(bx.ready.len());
+    let level = |t: &TaskId| key(bx.policy, &tasks[t.index()]).0;
+    let split = k > 0
+        && k < bx.ready.len()
+        && bx.policy != Policy::Fair
+        && level(&bx.ready[k - 1]) == level(&bx.ready[k]);
+    if !split {
+        out.extend_from_slice(&bx.ready[..k]);
+        return;
+    }
+    // The priority level the k-th place falls in: its members before it run; the level's
+    // own places go to its members already placed on a won vCPU first, in list order.
+    let l = level(&bx.ready[k - 1]);
+    let lo = bx.ready.partition_point(|t| level(t) < l);
+    let hi = bx.ready.partition_point(|t| level(t) <= l);
+    out.extend_from_slice(&bx.ready[..lo]);
+    let incumbent = |t: &TaskId| tasks[t.index()].placed.is_some_and(|s| bx.won.contains(&s));
+    let group = &bx.ready[lo..hi];
+    for pass_incumbents in [true, false] {
+        for t in group {
+            if out.len() == k {
+                return;
+            }
+            if incumbent(t) == pass_incumbents {
+                out.push(*t);
+            }
+        }
+    }
+    debug_assert_eq!(out.len(), k, "a level shorter than its places");
 }
 
 impl Bx {
@@ -2246,6 +2301,79 @@ mod tests {
             }
         }
         assert_eq!(migrations, 3);
+    }
+
+    /// Runs busy tasks from the times `wake_at` gives (ns) until `until`; returns each task's
+    /// CPU time and the migrations reported.
+    fn run_busy(sched: &mut Scheduler, wake_at: &[Nanos], until: Nanos) -> (Vec<Nanos>, usize) {
+        let mut got = vec![0; wake_at.len()];
+        let mut now = 0;
+        loop {
+            for (t, &w) in wake_at.iter().enumerate() {
+                if w == now {
+                    sched.wake(now, TaskId(t as u32), None).unwrap();
+                }
+            }
+            sched.advance(now);
+            if now >= until {
+                break;
+            }
+            let wake = wake_at.iter().copied().filter(|&w| w > now).min();
+            let next = [sched.next_timer(), wake, Some(until)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap();
+            for c in 0..sched.cpu_count() {
+                if let Some(r) = sched.running_at(c) {
+                    got[r.task.index()] += next - now;
+                }
+            }
+            now = next;
+        }
+        let mut migrations = 0;
+        while let Some(e) = sched.poll_event() {
+            migrations += usize::from(matches!(e, Event::Migrated { .. }));
+        }
+        (got, migrations)
+    }
+
+    /// Two busy members of equal priority in a global box with two vCPUs whose budgets do not
+    /// line up: the one whose vCPU ran out waits for a vCPU that frees up, it does not take its
+    /// equal's (POSIX SCHED_FIFO, `running_members`): each keeps its vCPU and gets its budget
+    /// per period, nobody migrates. A member of higher priority still takes a vCPU from a
+    /// lower one.
+    #[test]
+    fn a_waiting_member_does_not_take_the_vcpu_of_an_equal() {
+        let mut two = BoxSpec::new(
+            "vm",
+            Interface::PerCpu {
+                budget: 10,
+                period: 100,
+            },
+        );
+        two.placement = Placement::Global;
+        let system = System::new(Platform::with_cpus(2), vec![two], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        s.add_task(member("a", "vm", 5)).unwrap();
+        s.add_task(member("b", "vm", 5)).unwrap();
+        // a alone from 0 on vCPU 0; b wakes at 5 and gets vCPU 1, whose budget then runs from
+        // 5 to 15 while vCPU 0's ends at 10 (and a waits from 10 to 100).
+        let (got, migrations) = run_busy(&mut s, &[0, 5], 1000);
+        assert_eq!(got.iter().sum::<Nanos>(), 200, "both budgets used: {got:?}");
+        assert!(
+            got[0].abs_diff(got[1]) <= 10,
+            "equal members share the two budgets: {got:?}"
+        );
+        assert_eq!(migrations, 0, "each keeps its vCPU");
+        // Priority still decides: a more urgent member takes the vCPU of a less urgent one.
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        s.add_task(member("hi", "vm", 9)).unwrap();
+        s.add_task(member("lo", "vm", 1)).unwrap();
+        let (got, migrations) = run_busy(&mut s, &[0, 5], 1000);
+        // Per period: hi runs vCPU 0's 10, then takes vCPU 1 from lo for the 5 left of it.
+        assert_eq!(got, vec![150, 50], "hi takes what it can of both budgets");
+        assert!(migrations > 0);
     }
 
     #[test]

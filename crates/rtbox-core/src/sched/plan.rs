@@ -8,7 +8,7 @@ use rtbox_model::{LoopCost, Nanos};
 
 use super::{Bx, Owner, Scheduler};
 use crate::rules::edf_key;
-use crate::types::{BoxInfo, ServerId};
+use crate::types::{BoxInfo, Running, ServerId, TaskId};
 
 impl Scheduler {
     /// A view of one box by name (`None` if there is no such box).
@@ -106,18 +106,37 @@ impl Scheduler {
     /// when it next steps ([`Scheduler::charge`], then [`Scheduler::advance`] to that instant).
     /// Answered by running the core itself on a copy, so the rule stays the core's.
     pub fn exhaustion_is_quiet(&self, s: ServerId) -> bool {
+        self.quiet_exhaustion(s, |_, _| false).is_some()
+    }
+
+    /// [`Scheduler::exhaustion_is_quiet`] for a driver that also has tasks ready to take over:
+    /// after `s` runs out, its CPU may run another server's task that `placed(task, cpu)` says
+    /// the driver already lets run there (the Linux runtime: thawed, on that CPU, below the
+    /// spent server's members, so the kernel runs it as soon as they stop; its priority band
+    /// keeps its order among the CPU's other members). Returns the core on a copy at that
+    /// exhaustion, so that the next server of the CPU can be asked in turn (two boxes filling
+    /// one CPU then need no step at either exhaustion, only at the replenishments); `None` when
+    /// the driver must step.
+    pub fn quiet_exhaustion(
+        &self,
+        s: ServerId,
+        placed: impl Fn(TaskId, u32) -> bool,
+    ) -> Option<Scheduler> {
         let srv = &self.servers[s.index()];
         let c = srv.cpu_idx;
         if srv.throttled || self.cpus[c].running.and_then(|r| r.server) != Some(s) {
-            return false;
+            return None;
         }
         let left = self.budget_left(s);
         let mut probe = self.clone();
-        if probe.charge(self.now, s, left).is_err() {
-            return false;
-        }
+        probe.charge(self.now, s, left).ok()?;
         probe.advance(self.now + left);
-        probe.servers[s.index()].throttled
+        let cpu_id = self.cpus[c].id;
+        let taken_over = |after: Option<Running>| match after {
+            None => true,
+            Some(r) => r.server.is_some_and(|x| x != s) && placed(r.task, cpu_id),
+        };
+        let quiet = probe.servers[s.index()].throttled
             && probe
                 .cpus
                 .iter()
@@ -125,11 +144,26 @@ impl Scheduler {
                 .enumerate()
                 .all(|(i, (after, before))| {
                     if i == c {
-                        after.running.is_none()
+                        taken_over(after.running)
                     } else {
                         after.running == before.running
                     }
-                })
+                });
+        quiet.then_some(probe)
+    }
+
+    /// Whether server `s` hosts a task now: the member it runs when it runs (a global box's
+    /// vCPU: the ready member placed on it; a pinned one: one of its ready members; a dedicated
+    /// server: its ready task).
+    pub fn hosts_member(&self, s: ServerId) -> bool {
+        let tasks = &self.tasks;
+        match self.servers[s.index()].owner {
+            Owner::Task(t) => tasks[t.index()].ready,
+            Owner::Box(b) => self.boxes[b]
+                .ready
+                .iter()
+                .any(|t| tasks[t.index()].placed == Some(s)),
+        }
     }
 
     /// The core's timers when the exhaustions of the `quiet` servers are left to someone else
@@ -340,6 +374,36 @@ mod tests {
         assert!(
             !s.exhaustion_is_quiet(running),
             "the other server of CPU 0 runs next"
+        );
+        // Unless the driver already lets the other server's task run there: then the
+        // exhaustion only stops the first, and the core after it can be asked about the next.
+        let other = if running == b_0 { ServerId(0) } else { b_0 };
+        let runs = |t: TaskId| s.running(0).map(|r| r.task) != Some(t);
+        assert!(s.quiet_exhaustion(running, |_, _| false).is_none());
+        assert!(
+            s.quiet_exhaustion(running, |t, cpu| cpu == 1 && runs(t))
+                .is_none(),
+            "placed on the other CPU"
+        );
+        let after = s
+            .quiet_exhaustion(running, |t, cpu| cpu == 0 && runs(t))
+            .expect("the next task is placed on CPU 0");
+        assert!(after.server(running).throttled);
+        assert_eq!(after.running(0).and_then(|r| r.server), Some(other));
+        assert_eq!(after.running(1), s.running(1), "CPU 1 untouched");
+        assert_eq!(
+            after.now(),
+            s.now() + s.server(running).runtime as u64,
+            "at the exhaustion the plan has"
+        );
+        // When the other runs out (at 7), A@0 has been replenished (at its deadline 6) and its
+        // task runs again: the driver froze it at A@0's exhaustion, so it must step.
+        let frozen_a0 = |t: TaskId| t != a0;
+        let ask = |x: ServerId| after.quiet_exhaustion(x, |t, c| c == 0 && frozen_a0(t));
+        assert!(ask(other).is_none());
+        assert!(
+            after.quiet_exhaustion(other, |_, _| true).is_some(),
+            "were it running-ready"
         );
         assert!(s.exhaustion_is_quiet(c_1));
         // A server that does not run is never quiet (nothing of it is planned).

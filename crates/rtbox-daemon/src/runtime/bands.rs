@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rtbox_core::ServerId;
 use rtbox_linux::sched::{self, SchedAttr};
-use rtbox_model::{Mode, PrioRange};
+use rtbox_model::{Mode, Placement, PrioRange};
 
 use super::apply::Applied;
 
@@ -75,6 +75,7 @@ pub fn shared_nice(weight: u32, max_weight: u32) -> i32 {
 #[derive(Debug, Clone)]
 pub struct BoxView<'a> {
     pub mode: Mode,
+    pub placement: Placement,
     /// `Some(weight)` for a shared box (runs in what the reservations leave).
     pub shared: Option<u32>,
     pub cpus: Vec<u32>,
@@ -118,6 +119,8 @@ pub struct CoreView<'a> {
     pub edf: &'a BTreeMap<u32, Vec<ServerId>>,
     /// The CPU of a server.
     pub cpu_of: &'a dyn Fn(ServerId) -> u32,
+    /// Whether a vCPU hosts a member of its box (`rtbox_core::Scheduler::hosts_member`).
+    pub hosts: &'a dyn Fn(ServerId) -> bool,
     /// The members' SCHED_FIFO range.
     pub prio: PrioRange,
 }
@@ -144,6 +147,30 @@ pub fn owned_ranks(members: &[MemberView<'_>]) -> BTreeMap<String, Vec<u32>> {
         .into_iter()
         .map(|(b, v)| (b.to_string(), v))
         .collect()
+}
+
+/// The vCPU a ready member of a hard global box waits on while the core places it on none:
+/// its last one, if that is not throttled and hosts none of its box's members (`free`): it
+/// lost its CPU to another server's earlier deadline. The member's box's won vCPUs all host
+/// members at least as urgent (the core places those on the vCPUs that win their CPUs), so it
+/// may not run, yet it is not stopped but kept on that vCPU's CPU at its rank in the vCPU's
+/// band, below the CPU's EDF winner. (On a vCPU that hosts another member it would wait behind
+/// it for nothing: it is stopped when that vCPU runs out, as before.) The kernel then runs it exactly when nothing above it on that CPU can
+/// run, which is when the core would place it there: once the winner's members are stopped
+/// at its budget exhaustion (the backstop's freeze, without a loop step:
+/// `Scheduler::quiet_exhaustion`) or block. A pinned box's members wait on their vCPU the same
+/// way (the core places them on it throughout). Charged to that vCPU, whose stop plans it
+/// (issue 14: in seed 002's platforms every exhaustion of the other box's server on a CPU
+/// needed the loop to thaw the waiting member, half of the loop's wake-ups).
+fn waits_on_its_vcpu(
+    m: &MemberView<'_>,
+    b: &BoxView<'_>,
+    free: impl Fn(&ServerId) -> bool,
+) -> Option<ServerId> {
+    (m.ready && b.mode == Mode::Hard && b.placement == Placement::Global)
+        .then_some(m.last_server)
+        .flatten()
+        .filter(|s| free(s) && b.servers.contains(s))
 }
 
 /// [`decide`] for some of the members, with the local ranks `local` of all of them (a
@@ -189,15 +216,19 @@ pub fn decide_ranked(
             continue;
         }
         let live = |s: &ServerId| slot.contains_key(s);
-        let server = m.placed.filter(live).or_else(|| {
-            if m.ready {
-                None
-            } else {
-                m.last_server
-                    .filter(live)
-                    .or_else(|| b.servers.iter().copied().find(live))
-            }
-        });
+        let server = m
+            .placed
+            .filter(live)
+            .or_else(|| waits_on_its_vcpu(m, b, |s| live(s) && !(core.hosts)(*s)))
+            .or_else(|| {
+                if m.ready {
+                    None
+                } else {
+                    m.last_server
+                        .filter(live)
+                        .or_else(|| b.servers.iter().copied().find(live))
+                }
+            });
         let d = match server {
             Some(s) => {
                 let rank = local
@@ -339,6 +370,7 @@ mod tests {
                 "rt",
                 BoxView {
                     mode,
+                    placement: Placement::Global,
                     shared: None,
                     cpus: vec![0, 1],
                     servers,
@@ -348,6 +380,7 @@ mod tests {
                 "bg",
                 BoxView {
                     mode: Mode::Hard,
+                    placement: Placement::Global,
                     shared: Some(50),
                     cpus: vec![1],
                     servers: &[],
@@ -364,6 +397,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            hosts: &|_| false,
             prio: PrioRange::DEFAULT,
         };
         let mut rt = view(7, "bg", 0, None);
@@ -398,6 +432,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            hosts: &|_| false,
             prio: PrioRange::DEFAULT,
         };
         let mut m = view(5, "rt", 0, Some(0));
@@ -438,6 +473,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            hosts: &|_| false,
             prio: PrioRange::DEFAULT,
         };
         let mut m = view(5, "rt", 0, None);
@@ -446,6 +482,64 @@ mod tests {
         let d = decide(&core, &boxes(&servers, Mode::Hard), &[m]);
         assert_eq!(d[0].charge_to, Some(ServerId(1)));
         assert_eq!(d[0].want.as_ref().unwrap().cpus, vec![1]);
+    }
+
+    /// Issue 14: a ready member of a global box that the core places nowhere waits on its last
+    /// vCPU, thawed at that vCPU's band on its CPU, when that vCPU lost its CPU to another
+    /// server (live, hosting nobody): the kernel runs it once the winner's members stop. On a
+    /// vCPU that hosts another member, or a throttled one, it is frozen; a pinned box's
+    /// members are placed by the core and never take this path.
+    #[test]
+    fn a_waiting_global_member_stays_on_a_vcpu_that_lost_its_cpu() {
+        // CPU 0: server 2 (another box) ahead of server 0 (this box's vCPU); CPU 1: server 1.
+        let servers = [ServerId(0), ServerId(1)];
+        let edf = BTreeMap::from([(0, vec![ServerId(2), ServerId(0)]), (1, vec![ServerId(1)])]);
+        let cpu_of = |s: ServerId| if s == ServerId(1) { 1 } else { 0 };
+        let decide_with = |hosts: &dyn Fn(ServerId) -> bool, last: u32, mode: Mode| {
+            let core = CoreView {
+                edf: &edf,
+                cpu_of: &cpu_of,
+                hosts,
+                prio: PrioRange::DEFAULT,
+            };
+            let mut m = view(5, "rt", 0, None);
+            m.last_server = Some(ServerId(last));
+            decide(&core, &boxes(&servers, mode), &[m]).remove(0)
+        };
+        let d = decide_with(&|s| s == ServerId(1), 0, Mode::Hard);
+        let want = d.want.unwrap();
+        assert!(!want.frozen, "waits on vCPU 0");
+        assert_eq!((want.cpus, want.attr), (vec![0], SchedAttr::fifo(64)));
+        assert_eq!(d.charge_to, Some(ServerId(0)));
+        let d = decide_with(&|_| true, 0, Mode::Hard);
+        assert!(d.want.unwrap().frozen, "vCPU 0 hosts another member");
+        let d = decide_with(&|s| s == ServerId(1), 1, Mode::Hard);
+        assert!(d.want.unwrap().frozen, "its vCPU 1 hosts another member");
+        let d = decide_with(&|_| false, 2, Mode::Hard);
+        assert!(d.want.unwrap().frozen, "its last vCPU is not its box's");
+        let d = decide_with(&|_| false, 0, Mode::Reclaim);
+        assert_eq!(
+            d.want.unwrap().attr,
+            SchedAttr::idle(),
+            "reclaim: as before"
+        );
+        let mut pinned = boxes(&servers, Mode::Hard);
+        pinned.get_mut("rt").unwrap().placement = Placement::Pinned;
+        let core = CoreView {
+            edf: &edf,
+            cpu_of: &cpu_of,
+            hosts: &|_| false,
+            prio: PrioRange::DEFAULT,
+        };
+        let mut m = view(5, "rt", 0, None);
+        m.last_server = Some(ServerId(0));
+        assert!(
+            decide(&core, &pinned, &[m])[0]
+                .want
+                .as_ref()
+                .unwrap()
+                .frozen
+        );
     }
 
     /// A member asleep by the sensor is not frozen when every server of its box is spent
@@ -458,6 +552,7 @@ mod tests {
         let core = CoreView {
             edf: &edf,
             cpu_of: &cpu_of,
+            hosts: &|_| false,
             prio: PrioRange::DEFAULT,
         };
         let before = Applied {

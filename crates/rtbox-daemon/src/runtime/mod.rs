@@ -42,7 +42,7 @@ use std::path::PathBuf;
 
 use crate::backstop::{Backstop, Handle};
 use crate::loopcost::LoopUsage;
-use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId};
+use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
@@ -309,43 +309,41 @@ fn plugins_wakeup(at: Nanos, now: Nanos, plugin: Option<Nanos>) -> Nanos {
 }
 
 /// The owned servers whose exhaustions need no loop step ([`backstop::Stop::quiet`]), asked of
-/// the core ([`Scheduler::exhaustion_is_quiet`], which runs a copy of itself: ~10 us with a
-/// few members) only where the answer can save a step. Asked in the order of the planned
-/// exhaustions (`exhaustion`, the core's plan), only for servers alone with work on their CPU
-/// (the plan lists the others, which then run: never quiet), and only while no step comes
-/// first anyway: another server's replenishment, a loud exhaustion, or a quiet server's own
-/// replenishment. Asked for every server alone on its CPU, the copies were 8 % of the loop's
-/// CPU in seed 002 (`perf record`), where most exhaustions come after a job ends anyway.
-/// A server not asked is loud: its stop wakes the loop, as before quiet stops.
+/// the core ([`Scheduler::quiet_exhaustion`], which runs a copy of itself: ~10 us with a
+/// few members) only where the answer can save a step. Each CPU's servers are asked in the
+/// order of their planned exhaustions (`exhaustion`, the core's plan), each on the core as it
+/// is after the one before (a chain: on a CPU two boxes fill, the first's exhaustion lets the
+/// second's members run, which the kernel does by itself when they are `placed` there,
+/// thawed: `placed(task, cpu)`; then the second's only stops it), and only while no step
+/// comes first anyway: a replenishment (also a quiet server's own), or a loud exhaustion.
+/// Asked for every server alone on its CPU, the copies were 8 % of the loop's CPU in seed 002
+/// (`perf record`), where most exhaustions come after a job ends anyway. A server not asked
+/// is loud: its stop wakes the loop, as before quiet stops.
 fn quiet_servers(
     sched: &Scheduler,
     exhaustion: &BTreeMap<u32, Vec<(ServerId, Nanos)>>,
     owned: &BTreeSet<ServerId>,
+    placed: impl Fn(TaskId, u32) -> bool,
 ) -> BTreeSet<ServerId> {
-    let alone = |v: &Vec<(ServerId, Nanos)>| v.len() == 1 && owned.contains(&v[0].0);
-    let mut candidates: Vec<(Nanos, ServerId)> = exhaustion
-        .values()
-        .filter(|v| alone(v))
-        .map(|v| (v[0].1, v[0].0))
-        .collect();
-    candidates.sort_unstable();
-    let loud = exhaustion
-        .values()
-        .filter(|v| !alone(v))
-        .filter_map(|v| v.first().map(|e| e.1))
-        .min();
-    let mut horizon = [sched.next_replenishment(), loud]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(Nanos::MAX);
+    let mut chains: Vec<&Vec<(ServerId, Nanos)>> =
+        exhaustion.values().filter(|v| !v.is_empty()).collect();
+    chains.sort_unstable_by_key(|v| v[0].1);
+    let mut horizon = sched.next_replenishment().unwrap_or(Nanos::MAX);
     let mut quiet = BTreeSet::new();
-    for (at, s) in candidates {
-        if at >= horizon || !sched.exhaustion_is_quiet(s) {
-            break;
+    for chain in chains {
+        let mut probe: Option<Scheduler> = None;
+        for &(s, at) in chain {
+            let asked = (at < horizon && owned.contains(&s))
+                .then(|| probe.as_ref().unwrap_or(sched).quiet_exhaustion(s, &placed))
+                .flatten();
+            let Some(after) = asked else {
+                horizon = horizon.min(at);
+                break;
+            };
+            quiet.insert(s);
+            horizon = horizon.min(sched.server(s).deadline);
+            probe = Some(after);
         }
-        quiet.insert(s);
-        horizon = horizon.min(sched.server(s).deadline);
     }
     quiet
 }
@@ -1054,10 +1052,12 @@ impl Runtime {
         let edf = self.sched.edf_order();
         let sched = &self.sched;
         let cpu_of = |s: ServerId| sched.server(s).cpu;
+        let hosts = |s: ServerId| sched.hosts_member(s);
         let core = bands::CoreView {
             prio: self.host.band,
             edf: &edf,
             cpu_of: &cpu_of,
+            hosts: &hosts,
         };
         let system = &self.system;
         let boxes: BTreeMap<&str, bands::BoxView<'_>> = sched
@@ -1065,6 +1065,7 @@ impl Runtime {
             .map(|b| {
                 let view = bands::BoxView {
                     mode: b.mode,
+                    placement: b.placement,
                     shared: b.weight.filter(|_| b.shared),
                     cpus: system
                         .get(b.name)
@@ -1227,7 +1228,20 @@ impl Runtime {
         let exhaustion = self
             .sched
             .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
-        self.quiet = quiet_servers(&self.sched, &exhaustion, &self.owned);
+        // Members the kernel runs by itself once the members above them on their CPU stop.
+        let placed: BTreeMap<TaskId, u32> = self
+            .members
+            .visited()
+            .filter_map(|(_, m)| match m.applied.as_ref() {
+                Some(a) if !a.frozen && a.attr.is_rt() && a.cpus.len() == 1 => {
+                    Some((m.task, a.cpus[0]))
+                }
+                _ => None,
+            })
+            .collect();
+        self.quiet = quiet_servers(&self.sched, &exhaustion, &self.owned, |t, c| {
+            placed.get(&t) == Some(&c)
+        });
         let sched = &self.sched;
         let plans = guard::plan(now, &exhaustion, by_server, !owns, &self.quiet, |s| {
             let info = sched.server(s);
@@ -1339,7 +1353,15 @@ impl Runtime {
         let (next_timer, quiet_replenishment) = if self.quiet.is_empty() {
             (self.sched.next_timer(), None)
         } else {
-            self.sched.timers_with_quiet(|s| !loud(s))
+            // Each quiet server is replenished at its deadline after its stop, including one
+            // that runs only after another's quiet stop (a chain, [`quiet_servers`]).
+            let (other, _) = self.sched.timers_with_quiet(|s| !loud(s));
+            let replenish = self
+                .quiet
+                .iter()
+                .map(|&s| self.sched.server(s).deadline)
+                .min();
+            (other, replenish)
         };
         let next_exhaustion_cpu = self.sched.next_exhaustion_cpu_of(loud);
         let exhausting_here = self.pin.cpu().is_some() && self.pin.cpu() == next_exhaustion_cpu;
@@ -1504,13 +1526,16 @@ mod tests {
         System::new(Platform::with_cpus(1), v, vec![]).unwrap()
     }
 
-    /// Issue 14: the core is asked about quiet exhaustions only for a server alone with work
-    /// on its CPU whose exhaustion comes before any other step; once one is loud, no later
-    /// one is asked (the loop steps there anyway).
+    /// Issue 14: the core is asked about quiet exhaustions in the order of each CPU's planned
+    /// exhaustions, each on the core after the one before, until one is loud (the loop steps
+    /// there anyway): a server alone is quiet; two boxes on one CPU are quiet one after the
+    /// other when the second's member is already placed there (the kernel runs it once the
+    /// first's stop), else the first is loud and the second not asked.
     #[test]
     fn quiet_servers_are_asked_in_exhaustion_order_before_any_other_step() {
-        // Box B alone on CPU 0 (3 ms of 10 ms); box A beside it when `with_a`.
-        let run = |with_a: bool| {
+        // Box B alone on CPU 0 (3 ms of 10 ms); box A beside it when `with_a`; `placed`: A's
+        // and B's members run-ready on CPU 0.
+        let run = |with_a: bool, placed: bool| {
             let mut sched = Scheduler::new(&boxes(3 * MS, with_a), core_options()).unwrap();
             let member = |name: &str, b: &str| TaskParams {
                 box_name: Some(b.into()),
@@ -1528,17 +1553,25 @@ mod tests {
                 .map(|i| ServerId(i as u32))
                 .collect();
             let plan = sched.exhaustion_plan(0, |_| true);
-            (quiet_servers(&sched, &plan, &owned), sched)
+            let quiet = quiet_servers(&sched, &plan, &owned, |_, cpu| placed && cpu == 0);
+            (quiet, sched)
         };
-        let (quiet, sched) = run(false);
+        let (quiet, sched) = run(false, false);
         let b = sched.box_servers("B")[0];
         assert_eq!(
             quiet,
             BTreeSet::from([b]),
             "B alone: its exhaustion only stops it"
         );
-        let (quiet, _) = run(true);
+        let (quiet, _) = run(true, false);
         assert!(quiet.is_empty(), "the other box runs next on CPU 0: loud");
+        let (quiet, sched) = run(true, true);
+        let a = sched.box_servers("A")[0];
+        assert_eq!(
+            quiet,
+            BTreeSet::from([a, b]),
+            "the other box's member is placed: both stops are quiet"
+        );
     }
 
     /// The `_total` samples of a metrics text, by series.
