@@ -316,6 +316,22 @@ mod tests {
         }
     }
 
+    /// The core's state with the default band and no vCPU hosting anybody.
+    fn core_view<'a>(
+        edf: &'a BTreeMap<u32, Vec<ServerId>>,
+        cpu_of: &'a dyn Fn(ServerId) -> u32,
+    ) -> CoreView<'a> {
+        fn nobody(_: ServerId) -> bool {
+            false
+        }
+        CoreView {
+            edf,
+            cpu_of,
+            hosts: &nobody,
+            prio: PrioRange::DEFAULT,
+        }
+    }
+
     #[test]
     fn edf_ranks_become_bands_most_urgent_on_top() {
         let edf = BTreeMap::from([(0, vec![ServerId(2), ServerId(0)]), (1, vec![ServerId(1)])]);
@@ -394,12 +410,7 @@ mod tests {
         let servers = [ServerId(0), ServerId(1)];
         let edf = BTreeMap::from([(0, vec![ServerId(0)]), (1, vec![ServerId(1)])]);
         let cpu_of = |s: ServerId| s.0;
-        let core = CoreView {
-            edf: &edf,
-            cpu_of: &cpu_of,
-            hosts: &|_| false,
-            prio: PrioRange::DEFAULT,
-        };
+        let core = core_view(&edf, &cpu_of);
         let mut rt = view(7, "bg", 0, None);
         rt.original = SchedAttr::fifo(30);
         let d = decide(
@@ -429,12 +440,7 @@ mod tests {
         let servers = [ServerId(0)];
         let edf = BTreeMap::new(); // every server throttled
         let cpu_of = |s: ServerId| s.0;
-        let core = CoreView {
-            edf: &edf,
-            cpu_of: &cpu_of,
-            hosts: &|_| false,
-            prio: PrioRange::DEFAULT,
-        };
+        let core = core_view(&edf, &cpu_of);
         let mut m = view(5, "rt", 0, Some(0));
         m.last_server = Some(ServerId(0));
         let before = Applied {
@@ -470,12 +476,7 @@ mod tests {
         let servers = [ServerId(0), ServerId(1)];
         let edf = BTreeMap::from([(1, vec![ServerId(1)])]);
         let cpu_of = |s: ServerId| s.0;
-        let core = CoreView {
-            edf: &edf,
-            cpu_of: &cpu_of,
-            hosts: &|_| false,
-            prio: PrioRange::DEFAULT,
-        };
+        let core = core_view(&edf, &cpu_of);
         let mut m = view(5, "rt", 0, None);
         m.ready = false;
         m.last_server = Some(ServerId(0)); // throttled now
@@ -525,12 +526,7 @@ mod tests {
         );
         let mut pinned = boxes(&servers, Mode::Hard);
         pinned.get_mut("rt").unwrap().placement = Placement::Pinned;
-        let core = CoreView {
-            edf: &edf,
-            cpu_of: &cpu_of,
-            hosts: &|_| false,
-            prio: PrioRange::DEFAULT,
-        };
+        let core = core_view(&edf, &cpu_of);
         let mut m = view(5, "rt", 0, None);
         m.last_server = Some(ServerId(0));
         assert!(
@@ -549,12 +545,7 @@ mod tests {
         let servers = [ServerId(0)];
         let edf = BTreeMap::new(); // its only server is throttled
         let cpu_of = |s: ServerId| s.0;
-        let core = CoreView {
-            edf: &edf,
-            cpu_of: &cpu_of,
-            hosts: &|_| false,
-            prio: PrioRange::DEFAULT,
-        };
+        let core = core_view(&edf, &cpu_of);
         let before = Applied {
             attr: SchedAttr::fifo(89),
             cpus: vec![0],
