@@ -2266,7 +2266,8 @@ mod tests {
         assert_eq!((i.runtime, i.deadline), (3, 13));
     }
 
-    fn four_vcpus(placement: Placement) -> System {
+    /// A box "vm" of 10 / 100 on each of `cpus` CPUs.
+    fn vcpus(cpus: u32, placement: Placement) -> System {
         let mut b = BoxSpec::new(
             "vm",
             Interface::PerCpu {
@@ -2275,7 +2276,7 @@ mod tests {
             },
         );
         b.placement = placement;
-        System::new(Platform::with_cpus(4), vec![b], vec![]).unwrap()
+        System::new(Platform::with_cpus(cpus), vec![b], vec![]).unwrap()
     }
 
     /// Issue 4, scenario 3 at core level: a busy member of a global box migrates across the four
@@ -2283,14 +2284,14 @@ mod tests {
     #[test]
     fn busy_task_gets_all_vcpus_only_with_global_placement() {
         for (placement, expect) in [(Placement::Global, 40), (Placement::Pinned, 10)] {
-            let mut s = Scheduler::new(&four_vcpus(placement), Options::default()).unwrap();
+            let mut s = Scheduler::new(&vcpus(4, placement), Options::default()).unwrap();
             s.add_task(member("busy", "vm", 1)).unwrap();
             let mut work = [u64::MAX / 4];
             let before = work[0];
             run(&mut s, &mut work, 1000);
             assert_eq!(before - work[0], expect * 10, "{placement:?}");
         }
-        let mut s = Scheduler::new(&four_vcpus(Placement::Global), Options::default()).unwrap();
+        let mut s = Scheduler::new(&vcpus(4, Placement::Global), Options::default()).unwrap();
         let t = s.add_task(member("busy", "vm", 1)).unwrap();
         run(&mut s, &mut [u64::MAX / 4], 99);
         let mut migrations = 0;
@@ -2345,15 +2346,7 @@ mod tests {
     /// lower one.
     #[test]
     fn a_waiting_member_does_not_take_the_vcpu_of_an_equal() {
-        let mut two = BoxSpec::new(
-            "vm",
-            Interface::PerCpu {
-                budget: 10,
-                period: 100,
-            },
-        );
-        two.placement = Placement::Global;
-        let system = System::new(Platform::with_cpus(2), vec![two], vec![]).unwrap();
+        let system = vcpus(2, Placement::Global);
         let mut s = Scheduler::new(&system, Options::default()).unwrap();
         s.add_task(member("a", "vm", 5)).unwrap();
         s.add_task(member("b", "vm", 5)).unwrap();

@@ -167,21 +167,28 @@ impl Scheduler {
     }
 
     /// The core's timers when the exhaustions of the `quiet` servers are left to someone else
-    /// (see [`Scheduler::exhaustion_is_quiet`]): the earliest other timer (as
-    /// [`Scheduler::next_timer`] counts them), and the earliest replenishment of a running
-    /// quiet server once it ran out (hard CBS: its current deadline, rule `cbs_throttle`).
+    /// (see [`Scheduler::quiet_exhaustion`]): the earliest other timer (as
+    /// [`Scheduler::next_timer`] counts them, without the exhaustions of the running quiet
+    /// servers), and the earliest replenishment of a quiet server once it ran out (hard CBS:
+    /// its current deadline, rule `cbs_throttle`), also of one that runs only after another's
+    /// quiet exhaustion on its CPU (a chain).
     pub fn timers_with_quiet(
         &self,
         quiet: impl Fn(ServerId) -> bool,
     ) -> (Option<Nanos>, Option<Nanos>) {
-        let (mut other, mut replenish) = (self.next_replenish, None);
+        let mut other = self.next_replenish;
         for (c, cpu) in self.cpus.iter().enumerate() {
-            let (earliest, t) = match cpu.running.and_then(|r| r.server) {
-                Some(s) if quiet(s) => (&mut replenish, Some(self.servers[s.index()].st.deadline)),
-                _ => (&mut other, self.cpu_timer(c)),
-            };
-            *earliest = [*earliest, t].into_iter().flatten().min();
+            if !cpu.running.and_then(|r| r.server).is_some_and(&quiet) {
+                other = [other, self.cpu_timer(c)].into_iter().flatten().min();
+            }
         }
+        let replenish = self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(i, srv)| !srv.throttled && quiet(ServerId(*i as u32)))
+            .map(|(_, srv)| srv.st.deadline)
+            .min();
         (other, replenish)
     }
 
@@ -355,6 +362,15 @@ mod tests {
         assert!(s.exhaustion_is_quiet(c_1), "C alone on CPU 1");
         // B@0 runs out at 4 and is replenished at its deadline 9; C@1 runs out at 1.
         assert_eq!(s.timers_with_quiet(|x| x == b_0), (Some(1), Some(9)));
+        // A quiet server that runs only after another (a chain) is counted at its deadline
+        // too; a throttled one never.
+        let a_0 = ServerId(0);
+        let d_a0 = s.server(a_0).deadline;
+        assert!(!s.server(a_0).throttled && d_a0 < 9);
+        assert_eq!(
+            s.timers_with_quiet(|x| x == b_0 || x == a_0),
+            (Some(1), Some(d_a0))
+        );
         assert_eq!(s.timers_with_quiet(|_| false), (s.next_timer(), None));
         // Nothing changed in the scheduler itself.
         assert_eq!(s.server(b_0).runtime, 4);

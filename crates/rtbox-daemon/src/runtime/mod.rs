@@ -1233,27 +1233,25 @@ impl Runtime {
         let exhaustion = self
             .sched
             .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
-        // Members the kernel runs by itself once the members above them on their CPU stop.
-        let placed: BTreeMap<TaskId, u32> = self
-            .members
-            .visited()
-            .filter_map(|(_, m)| match m.applied.as_ref() {
-                Some(a) if !a.frozen && a.attr.is_rt() && a.cpus.len() == 1 => {
-                    Some((m.task, a.cpus[0]))
-                }
-                _ => None,
-            })
-            .collect();
-        // Servers with such a member on their own CPU.
-        let waiting: BTreeSet<ServerId> = self
-            .members
-            .visited()
-            .filter_map(|(_, m)| {
-                let (s, a) = (m.charge_to?, m.applied.as_ref()?);
-                let on_its_cpu = a.cpus.len() == 1 && a.cpus[0] == self.sched.server(s).cpu;
-                (!a.frozen && a.attr.is_rt() && on_its_cpu).then_some(s)
-            })
-            .collect();
+        // Members the kernel runs by itself once the members above them on their CPU stop
+        // (thawed, real-time, on one CPU), and the servers with such a member on their CPU.
+        let mut placed: BTreeMap<TaskId, u32> = BTreeMap::new();
+        let mut waiting: BTreeSet<ServerId> = BTreeSet::new();
+        for (_, m) in self.members.visited() {
+            let Some(a) = m.applied.as_ref() else {
+                continue;
+            };
+            if a.frozen || !a.attr.is_rt() || a.cpus.len() != 1 {
+                continue;
+            }
+            placed.insert(m.task, a.cpus[0]);
+            if let Some(s) = m
+                .charge_to
+                .filter(|&s| self.sched.server(s).cpu == a.cpus[0])
+            {
+                waiting.insert(s);
+            }
+        }
         self.quiet = quiet_servers(
             &self.sched,
             &exhaustion,
@@ -1372,15 +1370,7 @@ impl Runtime {
         let (next_timer, quiet_replenishment) = if self.quiet.is_empty() {
             (self.sched.next_timer(), None)
         } else {
-            // Each quiet server is replenished at its deadline after its stop, including one
-            // that runs only after another's quiet stop (a chain, [`quiet_servers`]).
-            let (other, _) = self.sched.timers_with_quiet(|s| !loud(s));
-            let replenish = self
-                .quiet
-                .iter()
-                .map(|&s| self.sched.server(s).deadline)
-                .min();
-            (other, replenish)
+            self.sched.timers_with_quiet(|s| !loud(s))
         };
         let next_exhaustion_cpu = self.sched.next_exhaustion_cpu_of(loud);
         let exhausting_here = self.pin.cpu().is_some() && self.pin.cpu() == next_exhaustion_cpu;
