@@ -78,12 +78,11 @@ struct Bx {
     marked: bool,
 }
 
-#[derive(Debug, Clone)]
+/// A task's scheduling state. Plain data (`Copy`): the driver's probes copy the whole
+/// scheduler (`quiet_exhaustion`), so the tasks are one memory copy, whatever their number; what
+/// they were registered with is in `Scheduler::specs`.
+#[derive(Debug, Clone, Copy)]
 struct Tk {
-    /// As registered (reconfiguration registers the task again from it). Shared, not owned:
-    /// the driver's probes copy the whole scheduler (`exhaustion_is_quiet`), and copying
-    /// every task's names made that copy a quarter of the daemon's CPU with 500 members.
-    spec: Rc<TaskParams>,
     /// `None`: background (no box, or a shared box).
     box_idx: Option<usize>,
     priority: u32,
@@ -158,6 +157,10 @@ pub struct Scheduler {
     servers: Vec<Srv>,
     boxes: Vec<Bx>,
     tasks: Vec<Tk>,
+    /// Each task as registered, by task index (reconfiguration registers the task again from
+    /// it). Shared between the scheduler and its probes, which never add tasks: copying every
+    /// task's names with each probe was a quarter of the daemon's CPU with 500 members.
+    specs: Rc<Vec<TaskParams>>,
     background: Vec<TaskId>,
     /// Where pinned members without a named CPU go (see [`Scheduler::with_plan`]).
     plan: PinPlan,
@@ -330,6 +333,7 @@ impl Scheduler {
             servers,
             boxes,
             tasks: Vec::new(),
+            specs: Rc::default(),
             background: Vec::new(),
             plan,
             seq: 0,
@@ -379,7 +383,6 @@ impl Scheduler {
             None => None,
         };
         let mut tk = Tk {
-            spec: Rc::new(p.clone()),
             box_idx: None,
             priority: p.priority,
             cpu_idx,
@@ -435,7 +438,7 @@ impl Scheduler {
             self.cpus[ci].total_bw = self.cpus[ci].total_bw + bw;
             self.cpus[ci].reserved = reserved + bw;
             tk.home = Some(sid);
-            self.tasks.push(tk);
+            self.push_task(tk, p);
             return Ok(id);
         }
         if let Some(name) = &p.box_name {
@@ -466,8 +469,19 @@ impl Scheduler {
         if tk.box_idx.is_none() {
             self.background.push(id);
         }
-        self.tasks.push(tk);
+        self.push_task(tk, p);
         Ok(id)
+    }
+
+    fn push_task(&mut self, tk: Tk, p: TaskParams) {
+        self.tasks.push(tk);
+        Rc::make_mut(&mut self.specs).push(p);
+        debug_assert_eq!(self.tasks.len(), self.specs.len());
+    }
+
+    /// Task `t` as registered.
+    fn spec(&self, t: TaskId) -> &TaskParams {
+        &self.specs[t.index()]
     }
 
     fn task(&self, t: TaskId) -> Result<&Tk, CoreError> {
@@ -1098,7 +1112,7 @@ impl Scheduler {
     }
 
     pub fn task_name(&self, t: TaskId) -> &str {
-        &self.tasks[t.index()].spec.name
+        &self.spec(t).name
     }
 
     /// The servers of a box, in CPU order of the flattening.

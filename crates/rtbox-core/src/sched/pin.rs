@@ -56,8 +56,8 @@ impl Scheduler {
     /// competes on its new vCPU from the next decision, as `set_cpus_allowed_ptr` moves a
     /// runnable task to the new CPU's run queue. Returns the new home server.
     pub fn move_member(&mut self, now: Nanos, t: TaskId, cpu: u32) -> Result<ServerId, CoreError> {
-        let tk = self.task(t)?;
-        let name = tk.spec.name.clone();
+        let tk = *self.task(t)?;
+        let name = self.spec(t).name.clone();
         let (Some(b), Some(from)) = (tk.box_idx, tk.home) else {
             return Err(CoreError::NotPinnedMember { task: name });
         };

@@ -6,7 +6,7 @@ use rtbox_model::{Nanos, Placement, System};
 
 use super::{Owner, Scheduler};
 use crate::rules::cbs_change;
-use crate::types::{CoreError, Reconfigured, Running, ServerId, TaskId, TaskParams};
+use crate::types::{CoreError, Reconfigured, Running, ServerId, TaskId};
 
 /// What identifies a server across configurations: a box's vCPU by (box name, CPU id), a
 /// dedicated reservation by its task (task ids never change).
@@ -115,7 +115,7 @@ impl Scheduler {
         let (mut released, mut joined) = (Vec::new(), Vec::new());
         for (i, tk) in self.tasks.iter().enumerate() {
             let t = TaskId(i as u32);
-            let mut spec = TaskParams::clone(&tk.spec);
+            let mut spec = self.spec(t).clone();
             let was_member = tk.box_idx.is_some();
             if let Some(name) = &spec.box_name {
                 match next.box_info(name).map(|b| b.shared) {
@@ -186,7 +186,9 @@ impl Scheduler {
             };
             // A pinned member without a named CPU keeps the vCPU it had (registration spreads
             // members by order, which a changed server set could shift).
-            if let (Some(Placement::Pinned), Some(home), None) = (placement, old_home, o.spec.cpu) {
+            if let (Some(Placement::Pinned), Some(home), None) =
+                (placement, old_home, self.spec(t).cpu)
+            {
                 if let Some(cur) = next.tasks[i].home.filter(|&h| h != home) {
                     next.servers[cur.index()].members.retain(|&m| m != t);
                     next.servers[home.index()].members.push(t);
@@ -606,7 +608,7 @@ mod tests {
                 let info = s.server(sid);
                 prop_assert!(!info.throttled && info.runtime > 0);
                 prop_assert_eq!(info.cpu, cpu);
-                let member = s.tasks[r.task.index()].spec.box_name.as_deref();
+                let member = s.spec(r.task).box_name.as_deref();
                 prop_assert_eq!(info.box_name, member);
             }
         }

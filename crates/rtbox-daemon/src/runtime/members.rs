@@ -90,6 +90,10 @@ pub struct Member {
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     pub freeze: Option<Arc<std::fs::File>>,
     pub snapshot: ThreadSnapshot,
+    /// Its [`MemberClock::idle_mark`] at the last look at its policy and affinity
+    /// ([`Members::correct_drift`]) and at the last /proc membership scan ([`Members::scan`]).
+    drift_mark: Option<u64>,
+    proc_mark: Option<u64>,
 }
 
 impl Member {
@@ -139,6 +143,20 @@ impl Member {
                 .applied
                 .as_ref()
                 .is_some_and(|a| !a.frozen && !a.cpus.is_empty())
+    }
+
+    /// Rule: a member that has not run since `mark` was taken (the same [`MemberClock::idle_mark`]:
+    /// blocked throughout, not switched since) did nothing that a look at it could find: it
+    /// forked no thread or process, did not exit, and set no policy or affinity of its own;
+    /// one another process changed has not run with the change yet. Looking at it again can
+    /// wait until it runs, and 500 sleeping members no longer cost the loop two system calls
+    /// each every second and three /proc reads each every ten.
+    fn idle_since(&self, mark: Option<u64>) -> bool {
+        mark.is_some() && self.clock.as_ref().and_then(MemberClock::idle_mark) == mark
+    }
+
+    fn idle_mark(&self) -> Option<u64> {
+        self.clock.as_ref().and_then(MemberClock::idle_mark)
     }
 
     /// Not placed yet: the local priority of a policy it set itself since its join's record
@@ -282,6 +300,43 @@ struct Attachment {
     target: Target,
 }
 
+/// The targets attached to boxes, and how many of them are cgroups: asked at every scan (250
+/// times a second), which with 500 attached processes walked the list each time.
+#[derive(Debug, Default)]
+struct Attachments {
+    list: Vec<Attachment>,
+    cgroups: usize,
+}
+
+impl Attachments {
+    fn push(&mut self, a: Attachment) {
+        self.cgroups += usize::from(matches!(a.target, Target::Cgroup(_)));
+        self.list.push(a);
+    }
+
+    fn retain(&mut self, keep: impl FnMut(&Attachment) -> bool) {
+        self.list.retain(keep);
+        self.cgroups = self
+            .list
+            .iter()
+            .filter(|a| matches!(a.target, Target::Cgroup(_)))
+            .count();
+    }
+
+    fn clear(&mut self) {
+        self.retain(|_| false);
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Attachment> {
+        self.list.iter()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
 /// Registers a member's task with the core: in its box, or (should the core refuse that) as a
 /// background task, so the member is still tracked and released.
 pub fn register(sched: &mut Scheduler, tid: i32, box_name: &str, prio: u32) -> TaskId {
@@ -315,6 +370,8 @@ struct ScanClock {
     last_full_scan: Nanos,
     /// Process events were lost: the next step scans everything.
     force_full: bool,
+    /// When drift was last looked for in every member, idle ones too (`Members::correct_drift`).
+    last_drift_sweep: Option<Nanos>,
 }
 
 /// The members and everything that records or finds them.
@@ -323,7 +380,7 @@ pub struct Members {
     pub by_tid: BTreeMap<i32, Member>,
     /// Member processes and their boxes.
     procs: BTreeMap<i32, String>,
-    attachments: Vec<Attachment>,
+    attachments: Attachments,
     journal: Journal,
     jstate: JournalState,
     /// Every pid seen by the last /proc scan (the fallback finds new children by it).
@@ -361,7 +418,7 @@ impl Members {
             layout,
             by_tid: BTreeMap::new(),
             procs: BTreeMap::new(),
-            attachments: Vec::new(),
+            attachments: Attachments::default(),
             journal,
             seen_pids: BTreeSet::new(),
             proc_scan: None,
@@ -600,6 +657,8 @@ impl Members {
                     stat: procfs::StatFile::open(tid).ok(),
                     own_policy: None,
                     pending_rank: None,
+                    drift_mark: None,
+                    proc_mark: None,
                     joined_policy: localprio::own_policy(&s.attr),
                     freeze: None,
                     snapshot: s,
@@ -1012,21 +1071,40 @@ impl Members {
             self.release_empty_processes();
             return;
         }
+        // Every member when the sensor lost events (or there is none); else only those that ran
+        // since the last scan (`Member::idle_since`).
+        let every = match (&self.sensor, self.proc_scan) {
+            (Some(sensor), Some((lost, _))) => sensor.lost_events() != lost,
+            _ => true,
+        };
         if let Some(sensor) = &self.sensor {
             self.proc_scan = Some((sensor.lost_events(), now));
         }
+        let mut active: Vec<i32> = Vec::new();
+        for (t, m) in self.by_tid.iter_mut() {
+            if every || !m.idle_since(m.proc_mark) {
+                active.push(*t);
+            }
+            m.proc_mark = m.idle_mark();
+        }
         // Exited threads leave.
-        let dead: Vec<i32> = self
-            .by_tid
+        let dead: Vec<i32> = active
             .iter()
-            .filter(|(_, m)| !m.snapshot.alive())
-            .map(|(t, _)| *t)
+            .copied()
+            .filter(|t| !self.by_tid[t].snapshot.alive())
             .collect();
         for t in dead {
             self.forget_exited(sched, now, t);
         }
+        active.retain(|t| self.by_tid.contains_key(t));
+        let active_pids: BTreeSet<i32> = active.iter().map(|t| self.by_tid[t].pid).collect();
         // New threads of member processes.
-        let procs: Vec<(i32, String)> = self.procs.iter().map(|(p, b)| (*p, b.clone())).collect();
+        let procs: Vec<(i32, String)> = self
+            .procs
+            .iter()
+            .filter(|(p, _)| every || active_pids.contains(p))
+            .map(|(p, b)| (*p, b.clone()))
+            .collect();
         for (pid, bx) in &procs {
             if let Ok(tids) = procfs::threads_of(*pid) {
                 let new: Vec<i32> = tids
@@ -1043,7 +1121,8 @@ impl Members {
         // (one small read per member), or a scan of all of /proc when the kernel lacks them.
         let mut fresh: Vec<(i32, String)> = Vec::new();
         let mut fallback = false;
-        for (tid, m) in &self.by_tid {
+        for tid in &active {
+            let m = &self.by_tid[tid];
             match procfs::children(*tid) {
                 Ok(Some(kids)) => {
                     for c in kids {
@@ -1112,9 +1191,20 @@ impl Members {
     /// and the next step comes at once, as for new members.
     /// A member that set its own RT priority gets that local rank ([`localprio`]): it is put
     /// back into its box's band at the new rank instead of losing the change.
+    ///
+    /// A member that has not run since its last look (`Member::idle_since`) is looked at again
+    /// only every [`PROC_SCAN`], the slow safety sweep: a change another process made to a
+    /// sleeping member is put back at the first look after it runs, or by the sweep.
     pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
         let mut drifted = false;
         let mut reranked = false;
+        let sweep = self
+            .scans
+            .last_drift_sweep
+            .is_none_or(|at| now.saturating_sub(at) >= PROC_SCAN);
+        if sweep {
+            self.scans.last_drift_sweep = Some(now);
+        }
         for (tid, m) in self.by_tid.iter_mut() {
             if let Some(p) = m.pending_rank.take() {
                 m.rerank(*tid, sched, now, p, "at its placement");
@@ -1129,6 +1219,10 @@ impl Members {
                 }
                 continue;
             }
+            if !sweep && m.idle_since(m.drift_mark) {
+                continue;
+            }
+            let mark = m.idle_mark();
             if let Some(a) = m.applied.clone() {
                 let current = sched::get_attr(*tid).ok();
                 if let Some(p) = current
@@ -1145,7 +1239,9 @@ impl Members {
                 let cpus_ok = sched::get_affinity(*tid)
                     .map(|c| c == a.cpus)
                     .unwrap_or(true);
+                m.drift_mark = mark;
                 if !attr_ok || !cpus_ok {
+                    m.drift_mark = None;
                     drifted = true;
                     tracing::debug!(tid, "member changed its policy or affinity; put back");
                     m.applied = Some(Applied {
@@ -1218,9 +1314,7 @@ impl Members {
 
     /// Whether cgroups are attached (threads may enter them without a fork by a member).
     pub fn has_cgroup_attachments(&self) -> bool {
-        self.attachments
-            .iter()
-            .any(|a| matches!(a.target, Target::Cgroup(_)))
+        self.attachments.cgroups > 0
     }
 
     /// The process events' socket, readable when events are queued.

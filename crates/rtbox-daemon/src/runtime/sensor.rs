@@ -183,6 +183,19 @@ impl MemberClock {
         }
     }
 
+    /// A mark of what the member has done (BPF sensor: how often it was switched out, while it
+    /// is blocked): two equal marks say it did not run between them. `None` while it may be
+    /// running or has exited, and with perf (no such figure).
+    pub fn idle_mark(&self) -> Option<u64> {
+        match self {
+            MemberClock::Perf(_) => None,
+            MemberClock::Bpf(r) => {
+                let x = r.read(rtbox_bpf::now_ns());
+                (x.state == rtbox_bpf::State::Blocked).then_some(x.switches)
+            }
+        }
+    }
+
     /// Tells the sensor the member's server, and whether its box places its members across
     /// vCPUs (`every`: each of its wake-ups and blocks is news to the loop).
     pub fn place(&self, server: Option<ServerId>, every: bool) {
