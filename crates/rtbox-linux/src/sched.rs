@@ -228,8 +228,15 @@ pub fn get_affinity(tid: i32) -> Result<Vec<u32>, LinuxError> {
     if r != 0 {
         return Err(LinuxError::last("sched_getaffinity", tid));
     }
-    let mut cpus = Vec::new();
+    // Stop at the last CPU in the set rather than after all 1024 bits: the drift check asks
+    // for every member that ran.
+    // SAFETY: set is a valid cpu_set_t.
+    let n = unsafe { libc::CPU_COUNT(&set) } as usize;
+    let mut cpus = Vec::with_capacity(n);
     for cpu in 0..libc::CPU_SETSIZE as usize {
+        if cpus.len() == n {
+            break;
+        }
         // SAFETY: cpu < CPU_SETSIZE.
         if unsafe { libc::CPU_ISSET(cpu, &set) } {
             cpus.push(cpu as u32);
@@ -446,6 +453,21 @@ mod tests {
         // Setting the affinity to what it is must succeed and read back identically.
         set_affinity(tid, &cpus).unwrap();
         assert_eq!(get_affinity(tid).unwrap(), cpus);
+        // Each single CPU and the first and last together read back exactly (the read stops
+        // at the set's last CPU), in a thread of its own.
+        std::thread::spawn(move || {
+            let me = gettid();
+            let (first, last) = (cpus[0], *cpus.last().unwrap());
+            for c in &cpus {
+                set_affinity(me, &[*c]).unwrap();
+                assert_eq!(get_affinity(me).unwrap(), vec![*c]);
+            }
+            let ends: Vec<u32> = if first == last { vec![first] } else { vec![first, last] };
+            set_affinity(me, &ends).unwrap();
+            assert_eq!(get_affinity(me).unwrap(), ends);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
