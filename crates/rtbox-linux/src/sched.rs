@@ -462,7 +462,11 @@ mod tests {
                 set_affinity(me, &[*c]).unwrap();
                 assert_eq!(get_affinity(me).unwrap(), vec![*c]);
             }
-            let ends: Vec<u32> = if first == last { vec![first] } else { vec![first, last] };
+            let ends: Vec<u32> = if first == last {
+                vec![first]
+            } else {
+                vec![first, last]
+            };
             set_affinity(me, &ends).unwrap();
             assert_eq!(get_affinity(me).unwrap(), ends);
         })
