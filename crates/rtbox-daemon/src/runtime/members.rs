@@ -145,16 +145,7 @@ impl Member {
                 .is_some_and(|a| !a.frozen && !a.cpus.is_empty())
     }
 
-    /// Rule: a member that has not run since `mark` was taken (the same [`MemberClock::idle_mark`]:
-    /// blocked throughout, not switched since) did nothing that a look at it could find: it
-    /// forked no thread or process, did not exit, and set no policy or affinity of its own;
-    /// one another process changed has not run with the change yet. Looking at it again can
-    /// wait until it runs, and 500 sleeping members no longer cost the loop two system calls
-    /// each every second and three /proc reads each every ten.
-    fn idle_since(&self, mark: Option<u64>) -> bool {
-        mark.is_some() && self.clock.as_ref().and_then(MemberClock::idle_mark) == mark
-    }
-
+    /// Its [`MemberClock::idle_mark`] now (`None`: no clock, or it may have run).
     fn idle_mark(&self) -> Option<u64> {
         self.clock.as_ref().and_then(MemberClock::idle_mark)
     }
@@ -335,6 +326,16 @@ impl Attachments {
     fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
+}
+
+/// Rule: a member whose idle mark `now` equals the one taken `then` ([`MemberClock::idle_mark`]:
+/// blocked throughout, not switched since) did nothing that a look at it could find: it forked
+/// no thread or process, did not exit, and set no policy or affinity of its own; one another
+/// process changed has not run with the change yet. Looking at it again can wait until it
+/// runs, and 500 sleeping members no longer cost the loop two system calls each every second
+/// and three /proc reads each every ten.
+fn idle_since(now: Option<u64>, then: Option<u64>) -> bool {
+    now.is_some() && now == then
 }
 
 /// Registers a member's task with the core: in its box, or (should the core refuse that) as a
@@ -1053,12 +1054,21 @@ impl Members {
     /// sleeping members, `perf record`) is only a safety net run every [`PROC_SCAN`], or at
     /// once when the ring buffer lost events since the last one.
     fn proc_scan_due(&self, now: Nanos) -> bool {
-        let Some(sensor) = &self.sensor else {
+        if self.sensor.is_none() {
             return true;
-        };
-        match self.proc_scan {
-            Some((lost, at)) => sensor.lost_events() != lost || now.saturating_sub(at) >= PROC_SCAN,
-            None => true,
+        }
+        self.lost_since_proc_scan()
+            || self
+                .proc_scan
+                .is_some_and(|(_, at)| now.saturating_sub(at) >= PROC_SCAN)
+    }
+
+    /// Whether the sensor lost events since the last /proc scan (true without a sensor or
+    /// before the first scan): that scan must then read every member.
+    fn lost_since_proc_scan(&self) -> bool {
+        match (&self.sensor, self.proc_scan) {
+            (Some(sensor), Some((lost, _))) => sensor.lost_events() != lost,
+            _ => true,
         }
     }
 
@@ -1072,20 +1082,18 @@ impl Members {
             return;
         }
         // Every member when the sensor lost events (or there is none); else only those that ran
-        // since the last scan (`Member::idle_since`).
-        let every = match (&self.sensor, self.proc_scan) {
-            (Some(sensor), Some((lost, _))) => sensor.lost_events() != lost,
-            _ => true,
-        };
+        // since the last scan (`idle_since`).
+        let every = self.lost_since_proc_scan();
         if let Some(sensor) = &self.sensor {
             self.proc_scan = Some((sensor.lost_events(), now));
         }
         let mut active: Vec<i32> = Vec::new();
         for (t, m) in self.by_tid.iter_mut() {
-            if every || !m.idle_since(m.proc_mark) {
+            let mark = m.idle_mark();
+            if every || !idle_since(mark, m.proc_mark) {
                 active.push(*t);
             }
-            m.proc_mark = m.idle_mark();
+            m.proc_mark = mark;
         }
         // Exited threads leave.
         let dead: Vec<i32> = active
@@ -1192,7 +1200,7 @@ impl Members {
     /// A member that set its own RT priority gets that local rank ([`localprio`]): it is put
     /// back into its box's band at the new rank instead of losing the change.
     ///
-    /// A member that has not run since its last look (`Member::idle_since`) is looked at again
+    /// A member that has not run since its last look (`idle_since`) is looked at again
     /// only every [`PROC_SCAN`], the slow safety sweep: a change another process made to a
     /// sleeping member is put back at the first look after it runs, or by the sweep.
     pub fn correct_drift(&mut self, sched: &mut Scheduler, now: Nanos) {
@@ -1219,10 +1227,10 @@ impl Members {
                 }
                 continue;
             }
-            if !sweep && m.idle_since(m.drift_mark) {
+            let mark = m.idle_mark();
+            if !sweep && idle_since(mark, m.drift_mark) {
                 continue;
             }
-            let mark = m.idle_mark();
             if let Some(a) = m.applied.clone() {
                 let current = sched::get_attr(*tid).ok();
                 if let Some(p) = current
