@@ -94,10 +94,20 @@ fn hogs_get_their_reservation() {
             );
         }
         // Steal is found only in pairs read off CPU. A pair read while the hog ran would find
-        // up to a 4 ms tick per period; real steal here is ~0.02 % of the time.
+        // up to a 4 ms tick per period; real steal is usually ~0.02 % of the time, but a busy
+        // host once took 0.07 CPU over a whole case (CI: 108 ms refunded, all of it real). So
+        // the refund may be 5 % of the run beyond what the host says it took from the vCPUs.
         let run_ns = case.warmup_ns + case.measure_ns;
-        eprintln!("  steal refunded: {} ns", o.steal_ns);
-        assert!(o.steal_ns < run_ns / 20, "{want}: steal {} ns", o.steal_ns);
+        eprintln!(
+            "  steal refunded: {} ns (host took {} ns from all vCPUs over the case)",
+            o.steal_ns, o.host_steal_case_ns
+        );
+        assert!(
+            o.steal_ns < run_ns / 20 + o.host_steal_case_ns,
+            "{want}: steal refunded {} ns, host steal over the case {} ns",
+            o.steal_ns,
+            o.host_steal_case_ns
+        );
     }
 }
 

@@ -72,6 +72,9 @@ pub struct Outcome {
     /// CPUs: ns stolen per ns of wall time; `/proc/stat` steal). No guest thread runs then,
     /// so no box can be given its share of that time.
     pub host_steal: f64,
+    /// Time the host took from all vCPUs over the whole case (warm-up and measurement), ns:
+    /// the span the runtime's `steal_ns` covers, so what bounds a true refund.
+    pub host_steal_case_ns: u64,
     /// CPU received by each background hog of the busy-machine test mode
     /// ([`background_pids`]), with its affinity, in CPUs.
     pub background: Vec<(Vec<u32>, f64)>,
@@ -264,6 +267,7 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
     }
     let as_loop = AsLoop::raise();
     let start = rtbox_linux::monotonic_ns();
+    let steal_start = host_steal_ns();
     // Measured with the kernel's own sum_exec_runtime (schedstat), independent of the perf
     // clocks the runtime charges with. It advances at context switches and ticks, so over a
     // window of seconds its error is below 4 ms per hog.
@@ -432,6 +436,10 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
         host_steal: match (steal0, steal1) {
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / wall,
             _ => 0.0,
+        },
+        host_steal_case_ns: match (steal_start, steal1) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
         },
         background,
         idle,
