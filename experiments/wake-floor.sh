@@ -9,6 +9,10 @@
 # each with idle CPUs halting and with the CPU latency limit held at 0 us (idle CPUs poll, as
 # the daemon holds it: docs/runtime.md, "Fast wake-ups from idle"). What the daemon takes above
 # the last column is its own work.
+# Then the sleepers' box of daemon-cpu.sh (2 ms / 10 ms on CPUs 0-1, one busy member, which
+# must move between the CPUs every period), limit 0 held: the member moved by the backstop at
+# the first exhaustion (a "quiet migration", nothing else woken) and by the loop after a freeze
+# (what the daemon does now).
 # usage: experiments/wake-floor.sh [SECONDS=5]. Root (SCHED_FIFO, cgroups); holds the realtime
 # lock per run.
 set -euo pipefail
@@ -30,19 +34,23 @@ trap cleanup EXIT
 cc -O2 -Wall -o "$BIN" experiments/wake-floor.c -lpthread
 
 # run PERIOD_US BUDGET_US HOLD FREEZE: one run's CPU per second and, in brackets, per period
-# (its whole output goes to stderr).
+# (its whole output goes to stderr). FREEZE: no, yes, or a migration (quiet, loop).
 run() {
   local period=$1 budget=$2 hold=$3 freeze=$4 out
   out=$(flock /tmp/rtbox-realtime.lock bash -c '
     set -euo pipefail
     BIN=$1; period=$2; budget=$3; SECS=$4; hold=$5; freeze=$6; CG=$7
     if [ "$hold" = yes ]; then exec 3>/dev/cpu_dma_latency; printf "\x00\x00\x00\x00" >&3; fi
-    if [ "$freeze" = yes ]; then
+    if [ "$freeze" != no ]; then
       mkdir -p "$CG"
       taskset -c 0 chrt -f 50 sh -c "while :; do :; done" & hog=$!
       echo $hog >"$CG/cgroup.procs"
       trap "echo 0 >\"$CG/cgroup.freeze\"; kill $hog; wait $hog 2>/dev/null; rmdir \"$CG\"" EXIT
-      "$BIN" "$period" "$budget" "$SECS" 0 1 "$CG/cgroup.freeze"
+      if [ "$freeze" = yes ]; then
+        "$BIN" "$period" "$budget" "$SECS" 0 1 "$CG/cgroup.freeze"
+      else
+        "$BIN" "$period" "$budget" "$SECS" 0 1 "$CG/cgroup.freeze" "$hog" "$freeze"
+      fi
     else
       "$BIN" "$period" "$budget" "$SECS" 0 1
     fi
@@ -63,3 +71,7 @@ for box in "10000 2000" "100000 20000" "1000 200"; do
   done
   echo "$row |"
 done
+echo
+echo "| 2 ms / 10 ms on CPUs 0-1, one member moving every period (limit 0 held) | moved by the backstop | moved by the loop after a freeze |"
+echo "|---|---|---|"
+echo "| | $(run 10000 2000 yes quiet) | $(run 10000 2000 yes loop) |"

@@ -2,6 +2,8 @@
 
 mod pin;
 mod plan;
+mod probe;
+pub use probe::Probes;
 mod reconfigure;
 
 use std::cmp::Reverse;
@@ -163,7 +165,7 @@ pub struct Scheduler {
     specs: Rc<Vec<TaskParams>>,
     background: Vec<TaskId>,
     /// Where pinned members without a named CPU go (see [`Scheduler::with_plan`]).
-    plan: PinPlan,
+    plan: Rc<PinPlan>,
     seq: u64,
     dirty: bool,
     /// A measured charge exhausted a budget: fire timers at the next advance.
@@ -335,7 +337,7 @@ impl Scheduler {
             tasks: Vec::new(),
             specs: Rc::default(),
             background: Vec::new(),
-            plan,
+            plan: Rc::new(plan),
             seq: 0,
             dirty: true,
             timers_due: false,

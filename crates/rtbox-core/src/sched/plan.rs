@@ -117,19 +117,35 @@ impl Scheduler {
     /// exhaustion, so that the next server of the CPU can be asked in turn (two boxes filling
     /// one CPU then need no step at either exhaustion, only at the replenishments); `None` when
     /// the driver must step.
+    /// A driver that asks at every step keeps its copies ([`crate::Probes`]).
     pub fn quiet_exhaustion(
         &self,
         s: ServerId,
         placed: impl Fn(TaskId, u32) -> bool,
     ) -> Option<Scheduler> {
+        let mut probe = self.clone();
+        self.quiet_exhaustion_into(s, placed, &mut probe)
+            .then_some(probe)
+    }
+
+    /// [`Scheduler::quiet_exhaustion`] on `probe`, made a copy of `self` first (its buffers
+    /// reused): whether the exhaustion is quiet; `probe` is then the core after it.
+    pub(crate) fn quiet_exhaustion_into(
+        &self,
+        s: ServerId,
+        placed: impl Fn(TaskId, u32) -> bool,
+        probe: &mut Scheduler,
+    ) -> bool {
         let srv = &self.servers[s.index()];
         let c = srv.cpu_idx;
         if srv.throttled || self.cpus[c].running.and_then(|r| r.server) != Some(s) {
-            return None;
+            return false;
         }
         let left = self.budget_left(s);
-        let mut probe = self.clone();
-        probe.charge(self.now, s, left).ok()?;
+        probe.refill_from(self);
+        if probe.charge(self.now, s, left).is_err() {
+            return false;
+        }
         probe.advance(self.now + left);
         let cpu_id = self.cpus[c].id;
         let taken_over = |after: Option<Running>| match after {
@@ -149,7 +165,7 @@ impl Scheduler {
                         after.running == before.running
                     }
                 });
-        quiet.then_some(probe)
+        quiet
     }
 
     /// Whether server `s` hosts a task now: the member it runs when it runs (a global box's

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use rtbox_model::{Nanos, Placement, System};
+use rtbox_model::{Nanos, PinPlan, Placement, System};
 
 use super::{Owner, Scheduler};
 use crate::rules::cbs_change;
@@ -54,7 +54,7 @@ impl Scheduler {
         // Everything that can fail happens on a scheduler of its own.
         // The plan of pinned members is kept: it names tasks, and a pinned member without a
         // named CPU keeps its vCPU anyway (carry_tasks).
-        let mut next = Scheduler::with_plan(system, self.opts, self.plan.clone())?;
+        let mut next = Scheduler::with_plan(system, self.opts, PinPlan::clone(&self.plan))?;
         let (released, joined) = self.register_tasks_again(&mut next)?;
         self.update(now);
         let server_map = self.carry_servers(&mut next, now);

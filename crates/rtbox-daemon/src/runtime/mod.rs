@@ -42,7 +42,7 @@ use std::path::PathBuf;
 
 use crate::backstop::{Backstop, Handle};
 use crate::loopcost::LoopUsage;
-use rtbox_core::{Accounting, Event, Options, Scheduler, ServerId, TaskId};
+use rtbox_core::{Accounting, Event, Options, Probes, Scheduler, ServerId, TaskId};
 use rtbox_linux::cgroup::{self, Layout};
 use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
@@ -184,6 +184,8 @@ pub struct Runtime {
     owned: BTreeSet<ServerId>,
     /// The owned servers whose exhaustion needs no step ([`backstop::Stop::quiet`]).
     quiet: BTreeSet<ServerId>,
+    /// The core's copies `quiet_servers` asks, kept between steps (their buffers reused).
+    probes: Probes,
     /// Configured tasks of pinned boxes on the analysis's vCPUs (`pinnames.rs`).
     pin_names: pinnames::PinNames,
     /// The CPU latency limit held while there are boxes (`latency.rs`).
@@ -321,6 +323,7 @@ fn plugins_wakeup(at: Nanos, now: Nanos, plugin: Option<Nanos>) -> Nanos {
 /// is loud: its stop wakes the loop, as before quiet stops.
 fn quiet_servers(
     sched: &Scheduler,
+    probes: &mut Probes,
     exhaustion: &BTreeMap<u32, Vec<(ServerId, Nanos)>>,
     owned: &BTreeSet<ServerId>,
     placed: impl Fn(TaskId, u32) -> bool,
@@ -332,24 +335,22 @@ fn quiet_servers(
     let mut horizon = sched.next_replenishment().unwrap_or(Nanos::MAX);
     let mut quiet = BTreeSet::new();
     for chain in chains {
-        let mut probe: Option<Scheduler> = None;
+        probes.start_chain();
         for (i, &(s, at)) in chain.iter().enumerate() {
             // The CPU's next server in the plan must have a member already thawed there, or
             // its exhaustion is loud: not worth a copy of the core (seed 002's boxes, where
             // exhaustions are rare, paid ~10 % more per step for asking).
             let next_waits = chain.get(i + 1).is_none_or(|&(n, _)| waiting(n));
-            let asked = (at < horizon && next_waits && owned.contains(&s))
-                .then(|| probe.as_ref().unwrap_or(sched).quiet_exhaustion(s, &placed))
-                .flatten();
-            let Some(after) = asked else {
+            let asked = at < horizon && next_waits && owned.contains(&s);
+            if !(asked && probes.quiet_exhaustion(sched, s, &placed)) {
                 horizon = horizon.min(at);
                 break;
-            };
+            }
             quiet.insert(s);
             horizon = horizon.min(sched.server(s).deadline);
-            probe = Some(after);
         }
     }
+    probes.finish();
     quiet
 }
 
@@ -549,6 +550,7 @@ impl Runtime {
             pin_names: pinnames::PinNames::default(),
             owned: BTreeSet::new(),
             quiet: BTreeSet::new(),
+            probes: Probes::default(),
         })
     }
 
@@ -1254,6 +1256,7 @@ impl Runtime {
         }
         self.quiet = quiet_servers(
             &self.sched,
+            &mut self.probes,
             &exhaustion,
             &self.owned,
             |t, c| placed.get(&t) == Some(&c),
@@ -1564,6 +1567,7 @@ mod tests {
             let plan = sched.exhaustion_plan(0, |_| true);
             let quiet = quiet_servers(
                 &sched,
+                &mut Probes::default(),
                 &plan,
                 &owned,
                 |_, cpu| placed && cpu == 0,
