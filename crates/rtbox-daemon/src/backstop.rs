@@ -8,8 +8,9 @@
 //! So after every step the loop leaves each CPU a plan: the times at which the hard-mode servers
 //! running there exhaust their budgets if their members run without pause, each with the freeze
 //! handles of those members. A thread per CPU (SCHED_FIFO [`BACKSTOP_PRIO`], pinned there) sleeps
-//! on a timerfd set to the earliest time plus [`SLACK`], armed only from its own CPU so that it
-//! fires there whatever happens to the loop's CPU. While the loop keeps up, the thread only
+//! on timerfds set to the earliest time plus [`SLACK`] (one for its own servers' stops, one for
+//! the copies of other CPUs' stops it watches), armed only from its own CPU so that they fire
+//! there whatever happens to the loop's CPU. While the loop keeps up, the thread only
 //! wakes to re-arm for a plan that moved later; when the loop is late by the slack, it checks
 //! the members' clocks, freezes those whose budget is spent and reports them. The loop takes the report, publishes the next plan and
 //! thaws the members it wants running all under one lock, so it sees every backstop freeze and
@@ -145,13 +146,43 @@ struct Shared {
     quiet: Vec<(i32, u64)>,
     /// Times a backstop thread stopped members.
     fired: u64,
-    /// Per CPU: the time its thread's timer is armed for (0: disarmed). It is armed only from
-    /// that CPU (by its thread, or by the loop while it runs there), so the timer fires there:
-    /// a timer armed by the loop elsewhere would sit on the loop's CPU and fire late with it
+    /// Per CPU: the times its thread's timers are armed for. They are armed only from that
+    /// CPU (by its thread, or by the loop while it runs there), so the timers fire there: a
+    /// timer armed by the loop elsewhere would sit on the loop's CPU and fire late with it
     /// (measured: a vCPU stalled by the host for 2 ms held the loop and the other CPU's
     /// backstop timer alike, and a member on the running CPU overran by 1.06 ms).
-    armed: Vec<u64>,
+    armed: Vec<Armed>,
     stop: bool,
+}
+
+/// What a CPU's two timers are armed for (CLOCK_MONOTONIC, 0: disarmed): its own servers'
+/// stops, and the copies of other CPUs' stops it watches. Apart, so that the CPU that acts
+/// on a stop can disarm the copy's timer elsewhere (disarming may be done from any CPU, arming
+/// not) without leaving that CPU's own stops unwatched: with one timer for both, every stop
+/// made on time woke the other CPU's thread once more, 40 us later (`WATCH_SLACK`), for a
+/// copy already done (seed 002's platforms: 650 backstop timer wake-ups a second for 212
+/// exhaustions, `perf record -e sched:sched_wakeup`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Armed {
+    own: u64,
+    watch: u64,
+}
+
+impl Armed {
+    /// When the thread wakes next by a timer (0: never).
+    fn first(self) -> u64 {
+        [self.own, self.watch]
+            .into_iter()
+            .filter(|&t| t != 0)
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+/// A CPU's thread's two timers (see [`Armed`]).
+struct Timers {
+    own: TimerFd,
+    watch: TimerFd,
 }
 
 /// The backstop's lock, held while the loop thaws (see [`Backstop::lock`]).
@@ -209,9 +240,47 @@ fn rebase_owned(plan: &mut [Stop], cpu: u32, now: u64) {
     }
 }
 
-/// The earliest time a CPU's backstop acts on `plan` (0: nothing to watch).
-fn earliest(plan: &[Stop]) -> u64 {
-    plan.iter().filter_map(Stop::armed_due).min().unwrap_or(0)
+/// Rule: a copy of `cpu`'s stop watched from another CPU is due `WATCH_SLACK` after the stop
+/// itself; when `cpu`'s thread moves its own stop later (its members were preempted, or it
+/// rebased it at a kick: both lower bounds of when their budget can be spent), the copy moves
+/// with it. Left where it was, it woke the other CPU early only to move itself (seed 002's
+/// platforms: about 80 such wake-ups a second per CPU). `own`: the stops' first member and
+/// new time.
+fn follow_own(plan: &mut [Stop], cpu: u32, own: &[(i32, u64)]) {
+    for copy in plan.iter_mut().filter(|s| s.home == cpu) {
+        let Some(first) = copy.members.first() else {
+            continue;
+        };
+        if let Some(&(_, at)) = own.iter().find(|(t, _)| *t == first.tid) {
+            copy.at = copy.at.max(at);
+        }
+    }
+}
+
+/// The times a CPU's backstop acts on `plan` next, its own servers' stops and the copies
+/// apart (0: nothing to watch).
+fn earliest(plan: &[Stop], cpu: u32) -> Armed {
+    Armed {
+        own: earliest_own(plan, cpu),
+        watch: plan
+            .iter()
+            .filter(|s| s.home != cpu)
+            .filter_map(Stop::armed_due)
+            .min()
+            .unwrap_or(0),
+    }
+}
+
+/// Arms both timers of a CPU for `want` where they are not armed for it already.
+fn arm_both(timers: &Timers, armed: &mut Armed, want: Armed) {
+    if want.own != armed.own {
+        arm(&timers.own, want.own);
+        armed.own = want.own;
+    }
+    if want.watch != armed.watch {
+        arm(&timers.watch, want.watch);
+        armed.watch = want.watch;
+    }
 }
 
 /// [`earliest`] among the stops of `cpu`'s own servers (not the copies it watches).
@@ -255,8 +324,8 @@ pub struct Backstop {
     shared: Arc<PiMutex<Shared>>,
     /// Per CPU: an eventfd that makes its thread re-read its plan (an earlier stop).
     kicks: Vec<Arc<EventFd>>,
-    /// Per CPU: its thread's timer, armed by the loop only while the loop runs on that CPU.
-    timers: Vec<Arc<TimerFd>>,
+    /// Per CPU: its thread's timers, armed by the loop only while the loop runs on that CPU.
+    timers: Arc<Vec<Timers>>,
     /// How long the loop's last kicks of other CPUs took, ns (see `settle_deferred`).
     kick_ns: AtomicU64,
     /// Pending stops are left for [`Backstop::sleep_until`]: their members were thawed on the
@@ -287,7 +356,7 @@ impl Backstop {
         let shared = Arc::new(PiMutex::new(Shared {
             plans: vec![Vec::new(); cpus.len()],
             planned_at: 0,
-            armed: vec![0; cpus.len()],
+            armed: vec![Armed::default(); cpus.len()],
             ..Shared::default()
         }));
         let mut b = Backstop {
@@ -295,21 +364,27 @@ impl Backstop {
             cpus: cpus.to_vec(),
             shared,
             kicks: Vec::new(),
-            timers: Vec::new(),
+            timers: Arc::new(Vec::new()),
             kick_ns: AtomicU64::new(0),
             deferred: AtomicBool::new(false),
             asleep: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
         };
+        let mut timers = Vec::new();
         for _ in cpus {
-            b.timers.push(Arc::new(TimerFd::new()?));
+            timers.push(Timers {
+                own: TimerFd::new()?,
+                watch: TimerFd::new()?,
+            });
         }
-        let timers: Arc<Vec<Arc<TimerFd>>> = Arc::new(b.timers.clone());
+        b.timers = Arc::new(timers);
+        let timers = b.timers.clone();
         for (i, &cpu) in cpus.iter().enumerate() {
             let kick = Arc::new(EventFd::new()?);
             let (shared, kicked, wake) = (b.shared.clone(), kick.clone(), b.wake.clone());
             let asleep = b.asleep.clone();
             let timers = timers.clone();
+            let all_cpus = cpus.to_vec();
             let (tx, rx) = std::sync::mpsc::channel();
             let h = std::thread::Builder::new()
                 .name(format!("rtbox-backstop{cpu}"))
@@ -318,7 +393,7 @@ impl Backstop {
                     let ok = sched::set_affinity(tid, &[cpu])
                         .and_then(|_| sched::set_attr(tid, &SchedAttr::fifo(BACKSTOP_PRIO)));
                     let _ = tx.send(ok);
-                    watch(i, cpu, &shared, &timers, &kicked, &wake, &asleep);
+                    watch(i, &all_cpus, &shared, &timers, &kicked, &wake, &asleep);
                 })
                 .map_err(|e| LinuxError::Invalid(format!("backstop thread: {e}")))?;
             b.kicks.push(kick);
@@ -370,11 +445,8 @@ impl Backstop {
     /// Arms the timer of the CPU the loop runs on (`here`) for its earliest watched stop.
     fn arm_here(&self, g: &mut Shared, here: Option<u32>) {
         if let Some(i) = self.cpus.iter().position(|&c| Some(c) == here) {
-            let at = earliest(&g.plans[i]);
-            if at != g.armed[i] {
-                arm(&self.timers[i], at);
-                g.armed[i] = at;
-            }
+            let want = earliest(&g.plans[i], self.cpus[i]);
+            arm_both(&self.timers[i], &mut g.armed[i], want);
         }
     }
 
@@ -397,7 +469,8 @@ impl Backstop {
             .filter(|&i| Some(self.cpus[i]) != here)
             .filter(|&i| {
                 let at = earliest_own(&g.plans[i], self.cpus[i]);
-                at != 0 && (g.armed[i] == 0 || at < g.armed[i])
+                let first = g.armed[i].first();
+                at != 0 && (first == 0 || at < first)
             })
             .collect()
     }
@@ -498,34 +571,40 @@ impl Backstop {
     }
 }
 
-/// A backstop thread: sleep on its timer (armed from here, so it fires on this CPU) or a kick;
+/// A backstop thread: sleep on its timers (armed from here, so they fire on this CPU) or a kick;
 /// stop every planned group that is due, then re-arm for the next one.
 fn watch(
     i: usize,
-    cpu: u32,
+    cpus: &[u32],
     shared: &PiMutex<Shared>,
-    timers: &[Arc<TimerFd>],
+    timers: &[Timers],
     kicked: &EventFd,
     wake: &EventFd,
     asleep: &AtomicBool,
 ) {
-    let timer = &*timers[i];
+    let (cpu, mine) = (cpus[i], &timers[i]);
     loop {
-        let Ok(ready) = fdwait::wait_readable(&[timer.as_fd(), kicked.as_fd()], None) else {
+        let fds = [mine.own.as_fd(), mine.watch.as_fd(), kicked.as_fd()];
+        let Ok(ready) = fdwait::wait_readable(&fds, None) else {
             return;
         };
         // Only what woke it is read (a read is a system call). A timer that expires after the
         // wait is read at the next one, which then returns at once.
-        let expired = ready[0] && timer.take_expired();
-        if ready[1] {
+        let own_expired = ready[0] && mine.own.take_expired();
+        let watch_expired = ready[1] && mine.watch.take_expired();
+        let expired = own_expired || watch_expired;
+        if ready[2] {
             kicked.take();
         }
         let mut g = lock(shared);
         if g.stop {
             return;
         }
-        if expired {
-            g.armed[i] = 0;
+        if own_expired {
+            g.armed[i].own = 0;
+        }
+        if watch_expired {
+            g.armed[i].watch = 0;
         }
         let now = rtbox_linux::monotonic_ns();
         let mut froze = Vec::new();
@@ -570,26 +649,41 @@ fn watch(
         if !expired {
             rebase_owned(&mut g.plans[i], cpu, now);
         }
-        let next = earliest(&g.plans[i]);
-        if next != g.armed[i] {
-            arm(timer, next);
-            g.armed[i] = next;
+        let next = earliest(&g.plans[i], cpu);
+        let sh = &mut *g;
+        arm_both(mine, &mut sh.armed[i], next);
+        // Where this CPU's own stops are now (moved because unspent, or rebased at a kick):
+        // their copies on other CPUs follow (`follow_own`).
+        let own: Vec<(i32, u64)> = sh.plans[i]
+            .iter()
+            .filter(|s| s.home == cpu && !s.pending)
+            .filter_map(|s| Some((s.members.first()?.tid, s.at)))
+            .collect();
+        // The same members may be watched from other CPUs too: the copies of stops made here
+        // are done, those of stops moved here move with them. A CPU whose watch timer was set
+        // for a copy done or moved has it disarmed from here (disarming, unlike arming, may be
+        // done from any CPU), so it does not wake for nothing; its copies are armed at its
+        // next wake-up, as a copy is that arrives with a new plan (`Backstop::kick_others`).
+        // Its own servers' timer is left as it is.
+        for (j, plan) in sh.plans.iter_mut().enumerate() {
+            if j == i {
+                continue;
+            }
+            plan.retain(|s| !s.members.iter().any(|h| froze.contains(&h.tid)));
+            follow_own(plan, cpu, &own);
+            let want = earliest(plan, cpus[j]);
+            let armed = &mut sh.armed[j];
+            if armed.watch != 0 && (want.watch == 0 || want.watch > armed.watch) {
+                arm(&timers[j].watch, 0);
+                armed.watch = 0;
+            }
+            if plan.is_empty() && armed.own != 0 {
+                arm(&timers[j].own, 0);
+                armed.own = 0;
+            }
         }
         if froze.is_empty() {
             continue;
-        }
-        // The same members may be watched from other CPUs too: those copies are done. A CPU
-        // left with nothing to watch has its timer disarmed from here (disarming, unlike
-        // arming, may be done from any CPU), so it does not wake for nothing.
-        let sh = &mut *g;
-        for (j, plan) in sh.plans.iter_mut().enumerate() {
-            if j != i {
-                plan.retain(|s| !s.members.iter().any(|h| froze.contains(&h.tid)));
-                if plan.is_empty() && sh.armed[j] != 0 {
-                    arm(&timers[j], 0);
-                    sh.armed[j] = 0;
-                }
-            }
         }
         g.fired += 1;
         for t in froze {
@@ -634,6 +728,109 @@ mod tests {
                 None
             }
         }
+    }
+
+    /// Issue 14: copies follow their own stop later, never earlier, and only copies of that
+    /// CPU's stops with the same members.
+    #[test]
+    fn copies_follow_their_own_stops_later() {
+        let Some(clock) = root_and_clock() else {
+            return;
+        };
+        let path =
+            std::env::temp_dir().join(format!("rtbox-backstop-follow-{}", std::process::id()));
+        std::fs::write(&path, b"0").unwrap();
+        let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+        let stop = |tid, home, at| Stop {
+            at,
+            slack: WATCH_SLACK,
+            budget: 1,
+            members: vec![Handle {
+                tid,
+                freeze: f.clone(),
+                clock: clock.clone(),
+                charged: 0,
+            }],
+            home,
+            pending: false,
+            quiet: false,
+        };
+        let mut plan = vec![stop(1, 0, 100), stop(2, 0, 100), stop(1, 2, 100)];
+        follow_own(&mut plan, 0, &[(1, 250), (2, 50)]);
+        let at: Vec<u64> = plan.iter().map(|s| s.at).collect();
+        assert_eq!(at, vec![250, 100, 100]);
+        std::fs::remove_file(&path).ok();
+    }
+
+    /// Issue 14: a stop made on time disarms the other CPU's watch timer set for its copy
+    /// (that CPU's thread would wake 40 us later for nothing), and leaves that CPU's timer for
+    /// its own servers armed.
+    #[test]
+    fn a_stop_made_on_time_disarms_its_copy_elsewhere_not_the_own_stops() {
+        let Some(clock) = root_and_clock() else {
+            return;
+        };
+        let online = sched::get_affinity(sched::gettid()).expect("affinity");
+        if !(online.contains(&0) && online.contains(&1)) {
+            eprintln!("skipping: needs CPUs 0 and 1");
+            return;
+        }
+        let mut b = Backstop::start(&[0, 1]).expect("backstop");
+        let path = std::env::temp_dir().join(format!("rtbox-backstop-copy-{}", std::process::id()));
+        std::fs::write(&path, b"0").unwrap();
+        let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+        let handle = |tid| Handle {
+            tid,
+            freeze: f.clone(),
+            clock: clock.clone(),
+            charged: clock.read().unwrap(),
+        };
+        let now = rtbox_linux::monotonic_ns();
+        let spent = Stop {
+            at: now + 100_000_000,
+            slack: 0,
+            budget: 0,
+            members: vec![handle(4242)],
+            home: 0,
+            pending: false,
+            quiet: false,
+        };
+        // CPU 1: the copy of CPU 0's stop, 40 us later, and a stop of its own 10 s away.
+        let copy = Stop {
+            at: spent.at,
+            slack: WATCH_SLACK,
+            members: vec![handle(4242)],
+            ..spent.clone()
+        };
+        let own_at = now + 10_000_000_000;
+        let own = Stop {
+            at: own_at,
+            budget: 1_000_000_000,
+            members: vec![handle(4343)],
+            home: 1,
+            ..spent.clone()
+        };
+        b.publish(vec![(0, vec![spent]), (1, vec![copy, own])]);
+        // CPU 1's thread arms its timers when the kick reaches it.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        {
+            let g = lock(&b.shared);
+            assert_eq!(
+                g.armed[1].watch,
+                now + 100_000_000 + WATCH_SLACK,
+                "copy watched"
+            );
+            assert_eq!(g.armed[1].own, own_at, "own stop armed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(130));
+        assert_eq!(std::fs::read(&path).unwrap(), b"1", "stopped by CPU 0");
+        let g = lock(&b.shared);
+        assert_eq!(g.armed[1].watch, 0, "the done copy's timer still armed");
+        assert_eq!(g.armed[1].own, own_at, "CPU 1's own stop left unwatched");
+        assert_eq!(g.plans[1].len(), 1, "the copy is not dropped");
+        drop(g);
+        drop(b);
+        std::fs::remove_file(&path).ok();
     }
 
     /// Issue 5: with the loop silent, a planned exhaustion is enforced by the backstop within
