@@ -168,17 +168,6 @@ struct Armed {
     watch: u64,
 }
 
-impl Armed {
-    /// When the thread wakes next by a timer (0: never).
-    fn first(self) -> u64 {
-        [self.own, self.watch]
-            .into_iter()
-            .filter(|&t| t != 0)
-            .min()
-            .unwrap_or(0)
-    }
-}
-
 /// A CPU's thread's two timers (see [`Armed`]).
 struct Timers {
     own: TimerFd,
@@ -463,14 +452,17 @@ impl Backstop {
         }
     }
 
-    /// The other CPUs whose thread must re-arm (see [`Backstop::kick_others`]).
+    /// The other CPUs whose thread must re-arm (see [`Backstop::kick_others`]): their own
+    /// stops' timer is set later than their earliest own stop. A copy's timer set earlier does
+    /// not count: another CPU's thread may disarm it (its copy done), and the own stop would
+    /// then go unwatched.
     fn kicks_needed(&self, g: &Shared, here: Option<u32>) -> Vec<usize> {
         (0..g.plans.len())
             .filter(|&i| Some(self.cpus[i]) != here)
             .filter(|&i| {
                 let at = earliest_own(&g.plans[i], self.cpus[i]);
-                let first = g.armed[i].first();
-                at != 0 && (first == 0 || at < first)
+                let armed = g.armed[i].own;
+                at != 0 && (armed == 0 || at < armed)
             })
             .collect()
     }
