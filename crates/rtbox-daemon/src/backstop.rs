@@ -600,6 +600,8 @@ fn watch(
         }
         let now = rtbox_linux::monotonic_ns();
         let mut froze = Vec::new();
+        // Whether one of this CPU's own stops moved later (its copies elsewhere follow).
+        let mut moved = false;
         // Whether every stop made here was quiet (the loop need not wake for them).
         let mut quiet = true;
         // Every due stop is checked: a server planned after another may run first when the
@@ -615,6 +617,7 @@ fn watch(
             if left > 0 && !(stop.owned() && left < STOP_GRAIN) {
                 // Not spent: preempted meanwhile. It cannot be spent before `left` from now.
                 stop.at = (now + left).saturating_sub(stop.slack).max(now + 1);
+                moved |= stop.home == cpu;
                 k += 1;
                 continue;
             }
@@ -640,10 +643,16 @@ fn watch(
         }
         if !expired {
             rebase_owned(&mut g.plans[i], cpu, now);
+            moved = true;
         }
         let next = earliest(&g.plans[i], cpu);
         let sh = &mut *g;
         arm_both(mine, &mut sh.armed[i], next);
+        // A wake-up that neither stopped nor moved anything has no copies to tell about (most
+        // of them: a timer left earlier than a plan published since).
+        if froze.is_empty() && !moved {
+            continue;
+        }
         // Where this CPU's own stops are now (moved because unspent, or rebased at a kick):
         // their copies on other CPUs follow (`follow_own`).
         let own: Vec<(i32, u64)> = sh.plans[i]
