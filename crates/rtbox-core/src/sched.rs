@@ -1125,6 +1125,12 @@ impl Scheduler {
             .map_or(&[], |b| &b.servers)
     }
 
+    /// Whether server `id` is throttled (its budget spent until its replenishment): not in
+    /// [`Scheduler::edf_order`]. Panics on an id this scheduler did not hand out.
+    pub fn is_throttled(&self, id: ServerId) -> bool {
+        self.servers[id.index()].throttled
+    }
+
     /// A view of one server. Panics on an id this scheduler did not hand out.
     pub fn server(&self, id: ServerId) -> ServerInfo<'_> {
         let s = &self.servers[id.index()];

@@ -230,19 +230,34 @@ fn rebase_owned(plan: &mut [Stop], cpu: u32, now: u64) {
 }
 
 /// Rule: a copy of `cpu`'s stop watched from another CPU is due `WATCH_SLACK` after the stop
-/// itself; when `cpu`'s thread moves its own stop later (its members were preempted, or it
-/// rebased it at a kick: both lower bounds of when their budget can be spent), the copy moves
-/// with it. Left where it was, it woke the other CPU early only to move itself (seed 002's
-/// platforms: about 80 such wake-ups a second per CPU). `own`: the stops' first member and
-/// new time.
+/// itself (`guard::plan` plans it so); when `cpu`'s thread moves its own stop later (its
+/// members were preempted, or it rebased it at a kick: both lower bounds of when their budget
+/// can be spent), the copy moves with it and stays that much behind. Left where it was, it
+/// woke the other CPU early only to move itself (seed 002's platforms: about 80 such wake-ups
+/// a second per CPU); moved to the stop's own time (as it was until 29 Nov), it woke the other
+/// CPU at the instant the stop was made there, for a copy done. `own`: the stops' first member
+/// and new time.
 fn follow_own(plan: &mut [Stop], cpu: u32, own: &[(i32, u64)]) {
     for copy in plan.iter_mut().filter(|s| s.home == cpu) {
         let Some(first) = copy.members.first() else {
             continue;
         };
         if let Some(&(_, at)) = own.iter().find(|(t, _)| *t == first.tid) {
-            copy.at = copy.at.max(at);
+            copy.at = copy.at.max(at + WATCH_SLACK);
         }
+    }
+}
+
+/// Disarms CPU `j`'s watch timer when it is set earlier than the earliest copy `j` now
+/// watches (its copies done, or moved later), so that it does not wake for nothing; `j`'s
+/// thread arms it again at its next wake-up. Disarming may be done from any CPU, arming only
+/// from the timer's own (see [`Shared::armed`]). `j`'s own stops' timer is never touched.
+fn disarm_early_watch(sh: &mut Shared, timers: &[Timers], cpus: &[u32], j: usize) {
+    let want = earliest(&sh.plans[j], cpus[j]);
+    let armed = &mut sh.armed[j];
+    if armed.watch != 0 && (want.watch == 0 || want.watch > armed.watch) {
+        arm(&timers[j].watch, 0);
+        armed.watch = 0;
     }
 }
 
@@ -666,19 +681,13 @@ fn watch(
         // done from any CPU), so it does not wake for nothing; its copies are armed at its
         // next wake-up, as a copy is that arrives with a new plan (`Backstop::kick_others`).
         // Its own servers' timer is left as it is.
-        for (j, plan) in sh.plans.iter_mut().enumerate() {
-            if j == i {
-                continue;
-            }
+        for j in (0..sh.plans.len()).filter(|&j| j != i) {
+            let plan = &mut sh.plans[j];
             plan.retain(|s| !s.members.iter().any(|h| froze.contains(&h.tid)));
             follow_own(plan, cpu, &own);
-            let want = earliest(plan, cpus[j]);
+            disarm_early_watch(sh, timers, cpus, j);
             let armed = &mut sh.armed[j];
-            if armed.watch != 0 && (want.watch == 0 || want.watch > armed.watch) {
-                arm(&timers[j].watch, 0);
-                armed.watch = 0;
-            }
-            if plan.is_empty() && armed.own != 0 {
+            if sh.plans[j].is_empty() && armed.own != 0 {
                 arm(&timers[j].own, 0);
                 armed.own = 0;
             }
@@ -742,9 +751,10 @@ mod tests {
             std::env::temp_dir().join(format!("rtbox-backstop-follow-{}", std::process::id()));
         std::fs::write(&path, b"0").unwrap();
         let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+        // Copies as `guard::plan` makes them: `WATCH_SLACK` after their own stop.
         let stop = |tid, home, at| Stop {
             at,
-            slack: WATCH_SLACK,
+            slack: 0,
             budget: 1,
             members: vec![Handle {
                 tid,
@@ -756,10 +766,19 @@ mod tests {
             pending: false,
             quiet: false,
         };
-        let mut plan = vec![stop(1, 0, 100), stop(2, 0, 100), stop(1, 2, 100)];
+        let w = WATCH_SLACK;
+        let mut plan = vec![
+            stop(1, 0, 100 + w),
+            stop(2, 0, 100 + w),
+            stop(1, 2, 100 + w),
+        ];
         follow_own(&mut plan, 0, &[(1, 250), (2, 50)]);
         let at: Vec<u64> = plan.iter().map(|s| s.at).collect();
-        assert_eq!(at, vec![250, 100, 100]);
+        assert_eq!(
+            at,
+            vec![250 + w, 100 + w, 100 + w],
+            "later: moved, still WATCH_SLACK behind; earlier: kept; another CPU's: kept"
+        );
         std::fs::remove_file(&path).ok();
     }
 

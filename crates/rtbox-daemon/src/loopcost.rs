@@ -40,10 +40,6 @@ pub struct LoopUsage {
 }
 
 impl LoopUsage {
-    /// Records one step at time `now` with the loop thread's CPU clock reading `cpu` (ns).
-    /// When a window closes with a step cost above `admitted` (ns; 0: nothing admitted, no
-    /// check), returns the warning to log; it is given once, and again only after a window
-    /// back at or below the admitted cost.
     /// Brings `cpu_ns` up to the loop thread's CPU clock reading `cpu` (status, metrics).
     pub fn refresh(&mut self, cpu: u64) {
         if let Some(first) = self.first_cpu {
@@ -51,6 +47,10 @@ impl LoopUsage {
         }
     }
 
+    /// Records one step at time `now` with the loop thread's CPU clock reading `cpu` (ns).
+    /// When a window closes with a step cost above `admitted` (ns; 0: nothing admitted, no
+    /// check), returns the warning to log; it is given once, and again only after a window
+    /// back at or below the admitted cost.
     pub fn step(&mut self, now: Nanos, cpu: u64, admitted: Nanos) -> Option<String> {
         self.step_with(now, admitted, || cpu)
     }

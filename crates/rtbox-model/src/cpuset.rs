@@ -21,8 +21,9 @@ impl fmt::Display for CpuListError {
 impl std::error::Error for CpuListError {}
 
 impl CpuSet {
-    pub fn new() -> Self {
-        CpuSet::default()
+    /// The empty set (`const`, so a `static` empty set can stand in for a missing one).
+    pub const fn new() -> Self {
+        CpuSet(BTreeSet::new())
     }
 
     /// CPUs `0..count`.

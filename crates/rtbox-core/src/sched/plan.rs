@@ -58,12 +58,24 @@ impl Scheduler {
         now: Nanos,
         has_work: impl Fn(ServerId) -> bool,
     ) -> BTreeMap<u32, Vec<(ServerId, Nanos)>> {
-        self.edf_order()
-            .into_iter()
-            .map(|(cpu, order)| {
+        self.exhaustion_plan_in(&self.edf_order(), now, has_work)
+    }
+
+    /// [`Scheduler::exhaustion_plan`] from `edf`, this core's [`Scheduler::edf_order`] as the
+    /// driver already has it (the Linux runtime ranks its members with it in the same step).
+    pub fn exhaustion_plan_in(
+        &self,
+        edf: &BTreeMap<u32, Vec<ServerId>>,
+        now: Nanos,
+        has_work: impl Fn(ServerId) -> bool,
+    ) -> BTreeMap<u32, Vec<(ServerId, Nanos)>> {
+        debug_assert_eq!(edf, &self.edf_order(), "an EDF order of another state");
+        edf.iter()
+            .map(|(&cpu, order)| {
                 let mut t = now;
                 let plan = order
-                    .into_iter()
+                    .iter()
+                    .copied()
                     .filter(|&s| has_work(s))
                     .map(|s| {
                         t += self.budget_left(s);

@@ -111,18 +111,20 @@ pub fn plan<H: Clone>(
             });
         }
     }
-    let all: Vec<(u32, Planned<H>)> = plans
-        .iter()
-        .flat_map(|(c, v)| v.iter().map(move |st| (*c, st.clone())))
-        .collect();
-    for (cpu, stops) in plans.iter_mut() {
-        for (home, st) in &all {
-            if home != cpu {
-                stops.push(Planned {
+    // Each CPU's own stops come first in its plan; the copies of the others' follow them.
+    let own: Vec<usize> = plans.iter().map(|(_, v)| v.len()).collect();
+    for i in 0..plans.len() {
+        for j in (0..plans.len()).filter(|&j| j != i) {
+            for k in 0..own[j] {
+                let st = &plans[j].1[k];
+                let copy = Planned {
                     at: st.at + backstop::WATCH_SLACK,
+                    home: st.home,
+                    budget: st.budget,
+                    members: st.members.clone(),
                     quiet: false,
-                    ..st.clone()
-                });
+                };
+                plans[i].1.push(copy);
             }
         }
     }

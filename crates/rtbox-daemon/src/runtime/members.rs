@@ -678,8 +678,8 @@ impl Members {
         self.changes += 1;
         self.rest.stale();
         let _ = sched.block(now, m.task);
-        if let Some(dir) = self.stops.dir(&self.layout, tid) {
-            let _ = rtbox_linux::stopgroup::freeze(&dir, false);
+        if let Some(dir) = self.stops.dir(tid) {
+            let _ = rtbox_linux::stopgroup::freeze(dir, false);
         }
         if let Err(e) = m.snapshot.restore(&self.layout) {
             tracing::warn!(tid, error = %e, "cannot restore thread");
@@ -923,19 +923,13 @@ impl Members {
                     self.unplaced = true;
                 }
             }
-            let freeze_dir = self.stops.dir(&self.layout, tid);
+            let freeze_dir = self.stops.dir(tid);
             if want.frozen {
                 if let Some(c) = &m.clock {
                     c.quiet();
                 }
             }
-            match apply::apply_one(
-                tid,
-                prev.as_ref(),
-                &want,
-                freeze_dir.as_deref(),
-                &mut m.freeze,
-            ) {
+            match apply::apply_one(tid, prev.as_ref(), &want, freeze_dir, &mut m.freeze) {
                 Ok(true) => thaws.push(tid),
                 Ok(false) => {}
                 Err(e) if e.is_gone() => gone.push(tid),
@@ -954,7 +948,7 @@ impl Members {
             let Some(m) = self.by_tid.get_mut(tid) else {
                 continue;
             };
-            let Some(dir) = self.stops.dir(&self.layout, *tid) else {
+            let Some(dir) = self.stops.dir(*tid) else {
                 continue;
             };
             // Read before the write: the thaw's wake-up counts after it.
@@ -962,7 +956,7 @@ impl Members {
                 Some(MemberClock::Bpf(r)) => Some(r.read(mono).wakeups),
                 _ => m.schedstat.as_mut().and_then(|s| s.switch_ins()),
             };
-            match apply::freeze_fast(&mut m.freeze, &dir, false) {
+            match apply::freeze_fast(&mut m.freeze, dir, false) {
                 Ok(()) => {
                     m.thaw_mark = mark;
                     self.rest.stir(*tid, &m.box_name);
@@ -998,8 +992,8 @@ impl Members {
             {
                 m.freeze = self
                     .stops
-                    .dir(&self.layout, *tid)
-                    .and_then(|d| rtbox_linux::stopgroup::open_freeze(&d))
+                    .dir(*tid)
+                    .and_then(rtbox_linux::stopgroup::open_freeze)
                     .map(Arc::new);
             }
         }
@@ -1341,9 +1335,22 @@ mod tests {
     use super::*;
     use rtbox_model::{BoxSpec, Interface, Platform, ServerSpec};
 
-    fn table() -> (Members, Scheduler) {
+    /// A test's own directory for its journal, removed with it.
+    struct TestDir(std::path::PathBuf);
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn table() -> (Members, Scheduler, TestDir) {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let layout = cgroup::parse_mounts("");
-        let path = std::env::temp_dir().join(format!("rtbox-members-{}", std::process::id()));
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("rtbox-members-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.json");
         let b = BoxSpec::new(
             "A",
             Interface::Servers(vec![ServerSpec {
@@ -1354,12 +1361,16 @@ mod tests {
         );
         let system = System::new(Platform::with_cpus(1), vec![b], vec![]).unwrap();
         let sched = Scheduler::new(&system, rtbox_core::Options::default()).unwrap();
-        (Members::new(layout, Journal::new(path), None), sched)
+        (
+            Members::new(layout, Journal::new(path), None),
+            sched,
+            TestDir(dir),
+        )
     }
 
     #[test]
     fn bad_attach_and_detach_requests_change_nothing() {
-        let (mut m, mut sched) = table();
+        let (mut m, mut sched, _dir) = table();
         let me = Target::Pid(std::process::id() as i32);
         assert!(matches!(
             m.attach(&mut sched, "A", me),
@@ -1393,7 +1404,7 @@ mod tests {
             eprintln!("skipped: setting SCHED_FIFO needs root");
             return;
         }
-        let (mut m, mut sched) = table();
+        let (mut m, mut sched, _dir) = table();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
@@ -1440,7 +1451,7 @@ mod tests {
 
     #[test]
     fn a_detach_of_a_box_without_members_releases_nothing() {
-        let (mut m, _) = table();
+        let (mut m, _, _dir) = table();
         assert_eq!(
             m.detach_targets(None, None, Some("A")).unwrap(),
             Vec::<i32>::new()

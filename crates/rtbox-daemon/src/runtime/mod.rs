@@ -48,7 +48,7 @@ use rtbox_linux::journal::Journal;
 use rtbox_linux::procevents::ProcEvents;
 use rtbox_linux::stopgroup::Stop;
 use rtbox_model::{
-    admit_on_host, BoxSpec, HostLoad, LoopCost, Mode, Nanos, Platform, PrioRange, System,
+    admit_on_host, BoxSpec, CpuSet, HostLoad, LoopCost, Mode, Nanos, Platform, PrioRange, System,
 };
 
 use apply::Applied;
@@ -57,6 +57,9 @@ use members::Members;
 use periods::{Counters, Periods, ServerFigures, ServerKey};
 use sensor::{SensorChoice, SensorKind};
 use wakeup::LoopPin;
+
+/// Per CPU its non-throttled servers in EDF order ([`Scheduler::edf_order`]).
+type EdfOrder = BTreeMap<u32, Vec<ServerId>>;
 
 pub use bands::{shared_nice, PRIO_HI, PRIO_LO};
 pub use error::RuntimeError;
@@ -269,7 +272,7 @@ fn restful(m: &members::Member) -> bool {
 #[cfg(debug_assertions)]
 fn check_rest(
     core: &bands::CoreView<'_>,
-    boxes: &BTreeMap<&str, bands::BoxView<'_>>,
+    boxes: &bands::BoxViews<'_>,
     members: &BTreeMap<i32, members::Member>,
     rest: &rest::Rest,
     decisions: &[bands::Decision],
@@ -872,9 +875,11 @@ impl Runtime {
         self.record_events(now);
         // Decide and record first, so the backstop's plan covers the new state (taking what it
         // stopped meanwhile); carry the decisions out; thaw under the backstop's lock.
-        let changes = self.decide();
+        // The core does not change from here to the plans: one EDF order serves both.
+        let edf = self.sched.edf_order();
+        let changes = self.decide(&edf);
         let thawing = thawing(&self.members, &changes);
-        let rethaw = self.publish_plans(now, &thawing);
+        let rethaw = self.publish_plans(now, &thawing, &edf);
         let (mut thaws, gone) = self.members.execute(changes);
         self.forget(now, &gone);
         for t in rethaw {
@@ -946,6 +951,9 @@ impl Runtime {
     /// time the kernel's own figures leave out, and thawing the members again for that rest
     /// only made them stop again, one step each (see `STOP_GRAIN`).
     fn settle_owned(&mut self, now: Nanos, stopped: &[i32]) {
+        if stopped.is_empty() || self.owned.is_empty() {
+            return;
+        }
         let servers: BTreeSet<ServerId> = stopped
             .iter()
             .filter_map(|t| self.members.by_tid.get(t).and_then(|m| m.charge_to))
@@ -1040,7 +1048,8 @@ impl Runtime {
             self.members.rest.stale();
         }
         if self.guard.take_withdrawn() {
-            let again = self.publish_plans(now, &BTreeSet::new());
+            let edf = self.sched.edf_order();
+            let again = self.publish_plans(now, &BTreeSet::new(), &edf);
             self.thaw_guarded(now, again);
         }
     }
@@ -1055,29 +1064,26 @@ impl Runtime {
     /// and records it (`applied`, `charge_to`) before anything is done, so the backstop's plan
     /// covers the new state while `execute` carries it out. Returns the changed members with
     /// their previous state.
-    fn decide(&mut self) -> Vec<(i32, Option<Applied>)> {
-        let edf = self.sched.edf_order();
+    fn decide(&mut self, edf: &EdfOrder) -> Vec<(i32, Option<Applied>)> {
         let sched = &self.sched;
         let cpu_of = |s: ServerId| sched.server(s).cpu;
         let hosts = |s: ServerId| sched.hosts_member(s);
         let core = bands::CoreView {
             prio: self.host.band,
-            edf: &edf,
+            edf,
             cpu_of: &cpu_of,
             hosts: &hosts,
         };
         let system = &self.system;
-        let boxes: BTreeMap<&str, bands::BoxView<'_>> = sched
+        static NO_CPUS: CpuSet = CpuSet::new();
+        let boxes: bands::BoxViews<'_> = sched
             .boxes()
             .map(|b| {
                 let view = bands::BoxView {
                     mode: b.mode,
                     placement: b.placement,
                     shared: b.weight.filter(|_| b.shared),
-                    cpus: system
-                        .get(b.name)
-                        .map(|r| r.cpus.iter().collect())
-                        .unwrap_or_default(),
+                    cpus: system.get(b.name).map_or(&NO_CPUS, |r| &r.cpus),
                     servers: b.servers,
                 };
                 (b.name, view)
@@ -1113,15 +1119,14 @@ impl Runtime {
             }
         }
         if lazy {
-            let live: BTreeSet<ServerId> = edf.values().flatten().copied().collect();
-            for (name, b) in &boxes {
-                let servers: Vec<ServerId> = b
+            // The live servers are those in the EDF order (not throttled).
+            for (name, b) in boxes.iter() {
+                let live = b
                     .servers
                     .iter()
-                    .filter(|s| live.contains(s))
                     .copied()
-                    .collect();
-                rest.live_servers(name, &servers);
+                    .filter(|&s| !sched.is_throttled(s));
+                rest.live_servers(name, live);
             }
         }
         let rest = &*rest;
@@ -1184,7 +1189,7 @@ impl Runtime {
     /// Leaves each CPU's backstop the plan ([`guard::plan`]) for the state `decide` recorded,
     /// and takes back the members it stopped since the step began. Returns those of them the
     /// loop wants running (to thaw again); one it wants frozen just stays so.
-    fn publish_plans(&mut self, now: Nanos, thawing: &BTreeSet<i32>) -> Vec<i32> {
+    fn publish_plans(&mut self, now: Nanos, thawing: &BTreeSet<i32>, edf: &EdfOrder) -> Vec<i32> {
         if !self.guard.active() {
             return Vec::new();
         }
@@ -1234,7 +1239,7 @@ impl Runtime {
             .collect();
         let exhaustion = self
             .sched
-            .exhaustion_plan(now, |s| by_server.get(&s).is_some_and(|m| m.ready));
+            .exhaustion_plan_in(edf, now, |s| by_server.get(&s).is_some_and(|m| m.ready));
         // Members the kernel runs by itself once the members above them on their CPU stop
         // (thawed, real-time, on one CPU), and the servers with such a member on their CPU.
         let mut placed: BTreeMap<TaskId, u32> = BTreeMap::new();

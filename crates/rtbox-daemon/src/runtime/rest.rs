@@ -136,11 +136,23 @@ impl Rest {
     /// Records `box_name`'s live servers now; when they changed since the last decision, its
     /// resting members charged to no server are visited again (the decision may give them
     /// one). Returns how many woke.
-    pub fn live_servers(&mut self, box_name: &str, live: &[ServerId]) -> usize {
-        if self.live.get(box_name).is_some_and(|l| l == live) {
-            return 0;
+    /// Compared in place, stored in place: every throttle and replenishment of a global box
+    /// changes them, and a new vector and name each time were a step's allocations.
+    pub fn live_servers(
+        &mut self,
+        box_name: &str,
+        live: impl Iterator<Item = ServerId> + Clone,
+    ) -> usize {
+        match self.live.get_mut(box_name) {
+            Some(l) if l.iter().copied().eq(live.clone()) => return 0,
+            Some(l) => {
+                l.clear();
+                l.extend(live);
+            }
+            None => {
+                self.live.insert(box_name.to_string(), live.collect());
+            }
         }
-        self.live.insert(box_name.to_string(), live.to_vec());
         let Some(unbound) = self.unbound.remove(box_name) else {
             return 0;
         };
@@ -181,8 +193,8 @@ mod tests {
         assert!(r.is_stale(), "a new table visits everyone");
         r.reset([1, 2, 3, 4].into_iter(), BTreeMap::new());
         assert!(!r.is_stale());
-        r.live_servers("a", &[ServerId(0), ServerId(1)]);
-        r.live_servers("b", &[ServerId(2)]);
+        r.live_servers("a", [ServerId(0), ServerId(1)].into_iter());
+        r.live_servers("b", [ServerId(2)].into_iter());
         r.rest(1, "a", None);
         r.rest(2, "a", Some(ServerId(1)));
         r.rest(3, "b", Some(ServerId(2)));
@@ -196,12 +208,12 @@ mod tests {
         assert!(r.active().contains(&3) && !r.is_resting(3));
         assert_eq!(r.servers().collect::<Vec<_>>(), vec![ServerId(1)]);
         assert_eq!(
-            r.live_servers("a", &[ServerId(0), ServerId(1)]),
+            r.live_servers("a", [ServerId(0), ServerId(1)].into_iter()),
             0,
             "unchanged"
         );
         assert_eq!(
-            r.live_servers("a", &[ServerId(1)]),
+            r.live_servers("a", [ServerId(1)].into_iter()),
             1,
             "the unbound member wakes, the bound one rests on"
         );
