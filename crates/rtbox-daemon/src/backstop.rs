@@ -419,12 +419,14 @@ impl Backstop {
 
     /// [`Backstop::publish`] for plans made at CLOCK_MONOTONIC `base` (the time their stops
     /// count from).
+    ///
+    /// The old plans are dropped and the other CPUs kicked after the lock is let go: a backstop
+    /// thread waiting for the lock waits only for the swap (kicked under the lock, it woke only
+    /// to block on it, as in `settle_deferred`).
     pub fn publish_from(&mut self, plans: Vec<(u32, Vec<Stop>)>, base: u64) -> Vec<i32> {
         let mut g = lock(&self.shared);
         let report = std::mem::take(&mut g.report);
-        for p in g.plans.iter_mut() {
-            p.clear();
-        }
+        let old: Vec<Vec<Stop>> = g.plans.iter_mut().map(std::mem::take).collect();
         for (cpu, stops) in plans {
             if let Some(i) = self.cpus.iter().position(|&c| c == cpu) {
                 g.plans[i] = stops;
@@ -432,7 +434,14 @@ impl Backstop {
         }
         g.planned_at = base;
         self.deferred.store(false, Ordering::Relaxed);
-        self.arm_plans(&mut g);
+        let here = sched::current_cpu();
+        self.arm_here(&mut g, here);
+        let kicks = self.kicks_needed(&g, here);
+        drop(g);
+        drop(old);
+        for i in kicks {
+            self.kicks[i].kick();
+        }
         report
     }
 
@@ -784,19 +793,30 @@ mod tests {
 
     /// Issue 14: a stop made on time disarms the other CPU's watch timer set for its copy
     /// (that CPU's thread would wake 40 us later for nothing), and leaves that CPU's timer for
-    /// its own servers armed.
+    /// its own servers armed. Published from either CPU (the loop arms the timers of the CPU it
+    /// runs on and kicks the other's thread, which then re-arms its own).
     #[test]
     fn a_stop_made_on_time_disarms_its_copy_elsewhere_not_the_own_stops() {
         let Some(clock) = root_and_clock() else {
             return;
         };
-        let online = sched::get_affinity(sched::gettid()).expect("affinity");
+        let me = sched::gettid();
+        let online = sched::get_affinity(me).expect("affinity");
         if !(online.contains(&0) && online.contains(&1)) {
             eprintln!("skipping: needs CPUs 0 and 1");
             return;
         }
+        for cpu in [0, 1] {
+            sched::set_affinity(me, &[cpu]).expect("the publishing thread's CPU");
+            stop_on_time_disarms_the_copy(&clock, cpu);
+        }
+        let _ = sched::set_affinity(me, &online);
+    }
+
+    fn stop_on_time_disarms_the_copy(clock: &MemberClock, cpu: u32) {
         let mut b = Backstop::start(&[0, 1]).expect("backstop");
-        let path = std::env::temp_dir().join(format!("rtbox-backstop-copy-{}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("rtbox-backstop-copy-{}-{cpu}", std::process::id()));
         std::fs::write(&path, b"0").unwrap();
         let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
         let handle = |tid| Handle {
@@ -815,10 +835,10 @@ mod tests {
             pending: false,
             quiet: false,
         };
-        // CPU 1: the copy of CPU 0's stop, 40 us later, and a stop of its own 10 s away.
+        // CPU 1: the copy of CPU 0's stop, 40 us later (as `guard::plan` makes it), and a
+        // stop of its own 10 s away.
         let copy = Stop {
-            at: spent.at,
-            slack: WATCH_SLACK,
+            at: spent.at + WATCH_SLACK,
             members: vec![handle(4242)],
             ..spent.clone()
         };
