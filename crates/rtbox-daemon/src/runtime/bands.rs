@@ -419,6 +419,36 @@ mod tests {
         assert_eq!(shared_nice(1, 1_000_000), 19);
     }
 
+    /// Box views are found by name whatever the order they were built in; a member of a box
+    /// the core no longer has is left as it is and charged to nobody.
+    #[test]
+    fn box_views_are_found_by_name_and_an_unknown_box_leaves_its_member_alone() {
+        let servers = [ServerId(0)];
+        let bx = |shared| BoxView {
+            mode: Mode::Hard,
+            placement: Placement::Pinned,
+            shared,
+            cpus: &ONE,
+            servers: &servers,
+        };
+        let boxes: BoxViews<'_> = [("m", bx(None)), ("a", bx(Some(1))), ("z", bx(Some(2)))]
+            .into_iter()
+            .collect();
+        let names: Vec<&str> = boxes.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a", "m", "z"]);
+        assert_eq!(boxes.get("z").and_then(|b| b.shared), Some(2));
+        assert_eq!(boxes.get("m").map(|b| b.shared), Some(None));
+        assert!(boxes.get("b").is_none() && boxes.get("").is_none());
+        let edf = BTreeMap::from([(1, vec![ServerId(0)])]);
+        let cpu_of = |_| 1;
+        let core = core_view(&edf, &cpu_of);
+        let mut m = view(7, "gone", 0, Some(0));
+        m.last_server = Some(ServerId(0));
+        let d = decide(&core, &boxes, &[m]).remove(0);
+        assert_eq!((d.charge_to, d.want), (None, None));
+        assert_eq!(d.last_server, Some(ServerId(0)));
+    }
+
     static BOTH: std::sync::LazyLock<CpuSet> = std::sync::LazyLock::new(|| CpuSet::first(2));
     static ONE: std::sync::LazyLock<CpuSet> =
         std::sync::LazyLock::new(|| CpuSet::parse("1").unwrap());
