@@ -232,18 +232,19 @@ fn rebase_owned(plan: &mut [Stop], cpu: u32, now: u64) {
 /// Rule: a copy of `cpu`'s stop watched from another CPU is due `WATCH_SLACK` after the stop
 /// itself (`guard::plan` plans it so); when `cpu`'s thread moves its own stop later (its
 /// members were preempted, or it rebased it at a kick: both lower bounds of when their budget
-/// can be spent), the copy moves with it and stays that much behind. Left where it was, it
-/// woke the other CPU early only to move itself (seed 002's platforms: about 80 such wake-ups
-/// a second per CPU); moved to the stop's own time (as it was until 29 Nov), it woke the other
-/// CPU at the instant the stop was made there, for a copy done. `own`: the stops' first member
-/// and new time.
+/// can be spent), the copy moves with it, to the stop's new time. Left where it was, it woke
+/// the other CPU early only to move itself (seed 002's platforms: about 80 such wake-ups a
+/// second per CPU). Kept `WATCH_SLACK` behind (tried 29 Nov), the backstops woke 7 % less in
+/// seed 002's platforms, but a 200 us / 1 ms member got ~0.0006 CPU less in most runs, for a
+/// reason not found: not kept (docs/benchmarks-runtime.md, "Fewer allocations per step").
+/// `own`: the stops' first member and new time.
 fn follow_own(plan: &mut [Stop], cpu: u32, own: &[(i32, u64)]) {
     for copy in plan.iter_mut().filter(|s| s.home == cpu) {
         let Some(first) = copy.members.first() else {
             continue;
         };
         if let Some(&(_, at)) = own.iter().find(|(t, _)| *t == first.tid) {
-            copy.at = copy.at.max(at + WATCH_SLACK);
+            copy.at = copy.at.max(at);
         }
     }
 }
@@ -781,12 +782,12 @@ mod tests {
             stop(2, 0, 100 + w),
             stop(1, 2, 100 + w),
         ];
-        follow_own(&mut plan, 0, &[(1, 250), (2, 50)]);
+        follow_own(&mut plan, 0, &[(1, 100 + 3 * w), (2, 50)]);
         let at: Vec<u64> = plan.iter().map(|s| s.at).collect();
         assert_eq!(
             at,
-            vec![250 + w, 100 + w, 100 + w],
-            "later: moved, still WATCH_SLACK behind; earlier: kept; another CPU's: kept"
+            vec![100 + 3 * w, 100 + w, 100 + w],
+            "later: moved to the stop's time; earlier: kept; another CPU's: kept"
         );
         std::fs::remove_file(&path).ok();
     }
