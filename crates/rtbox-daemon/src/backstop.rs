@@ -743,6 +743,51 @@ mod tests {
         }
     }
 
+    /// A stand-in for a member's `cgroup.freeze`: a plain file in the temporary directory
+    /// that records what was written ("0" at first), removed on drop, also when a test fails.
+    struct FreezeFile {
+        path: std::path::PathBuf,
+        file: Arc<File>,
+    }
+
+    impl FreezeFile {
+        fn new(tag: &str) -> Self {
+            let name = format!("rtbox-backstop-{tag}-{}", std::process::id());
+            let path = std::env::temp_dir().join(name);
+            std::fs::write(&path, b"0").unwrap();
+            let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            FreezeFile {
+                path,
+                file: Arc::new(file),
+            }
+        }
+
+        fn reset(&self) {
+            std::fs::write(&self.path, b"0").unwrap();
+        }
+
+        /// What was last written.
+        fn read(&self) -> Vec<u8> {
+            std::fs::read(&self.path).unwrap()
+        }
+
+        /// A member `tid` stopped through this file, charged up to `clock`'s reading now.
+        fn handle(&self, tid: i32, clock: &MemberClock) -> Handle {
+            Handle {
+                tid,
+                freeze: self.file.clone(),
+                clock: clock.clone(),
+                charged: clock.read().unwrap(),
+            }
+        }
+    }
+
+    impl Drop for FreezeFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
     /// Issue 14: copies follow their own stop later, never earlier, and only copies of that
     /// CPU's stops with the same members.
     #[test]
@@ -750,21 +795,13 @@ mod tests {
         let Some(clock) = root_and_clock() else {
             return;
         };
-        let path =
-            std::env::temp_dir().join(format!("rtbox-backstop-follow-{}", std::process::id()));
-        std::fs::write(&path, b"0").unwrap();
-        let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+        let f = FreezeFile::new("follow");
         // Copies as `guard::plan` makes them: `WATCH_SLACK` after their own stop.
         let stop = |tid, home, at| Stop {
             at,
             slack: 0,
             budget: 1,
-            members: vec![Handle {
-                tid,
-                freeze: f.clone(),
-                clock: clock.clone(),
-                charged: 0,
-            }],
+            members: vec![f.handle(tid, &clock)],
             home,
             pending: false,
             quiet: false,
@@ -782,7 +819,6 @@ mod tests {
             vec![100 + 3 * w, 100 + w, 100 + w],
             "later: moved to the stop's time; earlier: kept; another CPU's: kept"
         );
-        std::fs::remove_file(&path).ok();
     }
 
     /// Issue 14: a stop made on time disarms the other CPU's watch timer set for its copy
@@ -809,16 +845,8 @@ mod tests {
 
     fn stop_on_time_disarms_the_copy(clock: &MemberClock, cpu: u32) {
         let mut b = Backstop::start(&[0, 1]).expect("backstop");
-        let path =
-            std::env::temp_dir().join(format!("rtbox-backstop-copy-{}-{cpu}", std::process::id()));
-        std::fs::write(&path, b"0").unwrap();
-        let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
-        let handle = |tid| Handle {
-            tid,
-            freeze: f.clone(),
-            clock: clock.clone(),
-            charged: clock.read().unwrap(),
-        };
+        let f = FreezeFile::new(&format!("copy-{cpu}"));
+        let handle = |tid| f.handle(tid, clock);
         let now = rtbox_linux::monotonic_ns();
         let spent = Stop {
             at: now + 100_000_000,
@@ -857,14 +885,13 @@ mod tests {
             assert_eq!(g.armed[1].own, own_at, "own stop armed");
         }
         std::thread::sleep(std::time::Duration::from_millis(130));
-        assert_eq!(std::fs::read(&path).unwrap(), b"1", "stopped by CPU 0");
+        assert_eq!(f.read(), b"1", "stopped by CPU 0");
         let g = lock(&b.shared);
         assert_eq!(g.armed[1].watch, 0, "the done copy's timer still armed");
         assert_eq!(g.armed[1].own, own_at, "CPU 1's own stop left unwatched");
         assert_eq!(g.plans[1].len(), 1, "the copy is not dropped");
         drop(g);
         drop(b);
-        std::fs::remove_file(&path).ok();
     }
 
     /// Issue 5: with the loop silent, a planned exhaustion is enforced by the backstop within
@@ -876,21 +903,12 @@ mod tests {
             return;
         };
         let mut b = Backstop::start(&[0]).expect("backstop");
-        // A stand-in for a member's cgroup.freeze: a plain file records what was written.
-        let path = std::env::temp_dir().join(format!("rtbox-backstop-{}", std::process::id()));
-        let reset = || std::fs::write(&path, b"0").unwrap();
-        reset();
-        let f = Arc::new(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+        let f = FreezeFile::new("spent");
         let stop = |budget: u64| Stop {
             at: rtbox_linux::monotonic_ns() + 2_000_000,
             slack: SLACK,
             budget,
-            members: vec![Handle {
-                tid: 4242,
-                freeze: f.clone(),
-                clock: clock.clone(),
-                charged: clock.read().unwrap(),
-            }],
+            members: vec![f.handle(4242, &clock)],
             home: 0,
             pending: false,
             quiet: false,
@@ -898,32 +916,23 @@ mod tests {
         // Spent: this thread sleeps, so its clock barely moves; a budget of 0 is spent.
         assert!(b.publish(vec![(0, vec![stop(0)])]).is_empty());
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            b"1",
-            "the member was stopped"
-        );
+        assert_eq!(f.read(), b"1", "the member was stopped");
         assert_eq!(b.fired(), 1);
         assert_eq!(b.publish(vec![]), vec![4242], "reported once");
         assert!(b.publish(vec![]).is_empty());
         // Not spent: 1 s of budget, and the "member" (this thread) hardly runs.
-        reset();
+        f.reset();
         b.publish(vec![(0, vec![stop(1_000_000_000)])]);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            b"0",
-            "an unspent budget was stopped"
-        );
+        assert_eq!(f.read(), b"0", "an unspent budget was stopped");
         assert!(b.publish(vec![]).is_empty());
         // Withdrawn before it is due: never fires.
         b.publish(vec![(0, vec![stop(0)])]);
         b.publish(vec![]);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(std::fs::read(&path).unwrap(), b"0");
+        assert_eq!(f.read(), b"0");
         assert_eq!(b.fired(), 1);
         drop(b);
-        std::fs::remove_file(&path).ok();
     }
 
     /// Issue 5: a stop planned behind one whose members did not run is still checked (a
@@ -939,51 +948,30 @@ mod tests {
         let mut b = Backstop::start(&[0]).expect("backstop");
         // Publish from CPU 1 where there is one: the kick path.
         let away = orig.contains(&1) && sched::set_affinity(me, &[1]).is_ok();
-        let dir = std::env::temp_dir();
-        let files: Vec<(std::path::PathBuf, Arc<File>)> = ["idle", "spent"]
-            .iter()
-            .map(|n| {
-                let p = dir.join(format!("rtbox-backstop-{n}-{}", std::process::id()));
-                std::fs::write(&p, b"0").unwrap();
-                let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
-                (p, Arc::new(f))
-            })
-            .collect();
+        let files = [FreezeFile::new("idle"), FreezeFile::new("behind")];
         let at = rtbox_linux::monotonic_ns() + 2_000_000;
-        let stop = |tid: i32, f: &Arc<File>, budget: u64| Stop {
+        let stop = |tid: i32, f: &FreezeFile, budget: u64| Stop {
             at,
             slack: SLACK,
             budget,
-            members: vec![Handle {
-                tid,
-                freeze: f.clone(),
-                clock: clock.clone(),
-                charged: clock.read().unwrap(),
-            }],
+            members: vec![f.handle(tid, &clock)],
             home: 0,
             pending: false,
             quiet: false,
         };
         // First in plan order: 1 s left, not spent. Behind it: nothing left.
-        let plan = vec![stop(1, &files[0].1, 1_000_000_000), stop(2, &files[1].1, 0)];
+        let plan = vec![stop(1, &files[0], 1_000_000_000), stop(2, &files[1], 0)];
         assert!(b.publish(vec![(0, plan)]).is_empty());
         std::thread::sleep(std::time::Duration::from_millis(50));
         let _ = sched::set_affinity(me, &orig);
+        assert_eq!(files[0].read(), b"0", "unspent budget stopped");
         assert_eq!(
-            std::fs::read(&files[0].0).unwrap(),
-            b"0",
-            "unspent budget stopped"
-        );
-        assert_eq!(
-            std::fs::read(&files[1].0).unwrap(),
+            files[1].read(),
             b"1",
             "spent budget behind an unspent one not stopped (published from CPU 1: {away})"
         );
         assert_eq!(b.publish(vec![]), vec![2]);
         drop(b);
-        for (p, _) in files {
-            std::fs::remove_file(p).ok();
-        }
     }
 
     /// Issue 14: a stop whose members the step is thawing is not watched before the thaw (they
@@ -998,31 +986,18 @@ mod tests {
         let orig = sched::get_affinity(me).expect("affinity");
         sched::set_affinity(me, &[0]).expect("this thread on CPU 0");
         let mut b = Backstop::start(&[0]).expect("backstop");
-        let path = std::env::temp_dir().join(format!("rtbox-pending-{}", std::process::id()));
-        let reset = || std::fs::write(&path, b"0").unwrap();
-        let f = Arc::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&path)
-                .unwrap(),
-        );
+        let f = FreezeFile::new("pending");
+        let reset = || f.reset();
         let stop = |home: u32| Stop {
             at: rtbox_linux::monotonic_ns() + 1_000_000,
             slack: 0,
             budget: 0,
-            members: vec![Handle {
-                tid: 4242,
-                freeze: f.clone(),
-                clock: clock.clone(),
-                charged: clock.read().unwrap(),
-            }],
+            members: vec![f.handle(4242, &clock)],
             home,
             pending: true,
             quiet: false,
         };
-        let frozen = || std::fs::read(&path).unwrap() == b"1";
+        let frozen = || f.read() == b"1";
         let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
         // Home on another CPU than the loop's: watched from the thaw on.
         reset();
@@ -1047,6 +1022,5 @@ mod tests {
         assert!(frozen(), "the stop was not watched after the loop slept");
         drop(b);
         let _ = sched::set_affinity(me, &orig);
-        std::fs::remove_file(&path).ok();
     }
 }
