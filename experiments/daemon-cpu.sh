@@ -35,6 +35,11 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {pri
 # run SENSOR BOXARGS MEMBERS SLEEPERS [BOXES]: prints "daemon_cpu members_cpu sensor_in_use".
 # With BOXES > 1 there are boxes B, B2..BBOXES (same arguments), one sleeping member each in
 # B2..BBOXES beside B's members.
+# Called as `out=$(run ...)`, not through `< <(run ...)`: a command substitution returns only
+# once every writer of its output is gone (the daemon, started here, inherits it), so the
+# daemon has stopped before the next run or the script's exit removes $DIR (read from a
+# process substitution, the last daemon was still stopping, and its directory was left
+# behind, when the script returned).
 run() {
   local sensor=$1 boxargs=$2 members=$3 sleepers=$4 nboxes=${5:-1}
   flock -o /tmp/rtbox-realtime.lock bash -c '
@@ -87,7 +92,8 @@ for c in "${CASES[@]}"; do
   IFS='|' read -r name args members target <<<"$c"
   printf '| %s |' "$name"
   for s in $SENSORS; do
-    read -r dcpu mcpu used < <(run "$s" "$args" "$members" 0)
+    out=$(run "$s" "$args" "$members" 0)
+    read -r dcpu mcpu used <<<"$out"
     printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
   done
   printf ' <= %s |\n' "$target"
@@ -100,7 +106,8 @@ printf '|---|'; for _ in $SENSORS; do printf -- '---|'; done; printf '\n'
 for n in $SLEEPERS; do
   printf '| %s |' "$n"
   for s in $SENSORS; do
-    read -r dcpu mcpu used < <(run "$s" "--budget 2ms --period 10ms --cpus 0-1" 1 "$n")
+    out=$(run "$s" "--budget 2ms --period 10ms --cpus 0-1" 1 "$n")
+    read -r dcpu mcpu used <<<"$out"
     printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
   done
   printf '\n'
@@ -114,7 +121,8 @@ printf '|---|'; for _ in $SENSORS; do printf -- '---|'; done; printf '\n'
 for k in $BOXES; do
   printf '| %s |' "$k"
   for s in $SENSORS; do
-    read -r dcpu mcpu used < <(run "$s" "--budget 500us --period 50ms --cpus 0-1" 1 1 "$k")
+    out=$(run "$s" "--budget 500us --period 50ms --cpus 0-1" 1 1 "$k")
+    read -r dcpu mcpu used <<<"$out"
     printf ' %s (%s)%s |' "$dcpu" "$mcpu" "$([ "$used" = "$s" ] || echo " [ran $used]")"
   done
   printf '\n'
