@@ -109,7 +109,8 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(steps) = lp["steps"].as_u64() {
         let us = |x: &serde_json::Value| x.as_u64().map(|n| format!("{:.1} us", n as f64 / 1e3));
         println!(
-            "loop: {steps} steps, {:.3} s CPU; last 10 s: {} per step, {} CPU (admitted {} per step){}",
+            "loop: {steps} steps ({} short), {:.3} s CPU; last 10 s: {} per step, {} CPU (admitted {} per step){}",
+            lp["short_steps"].as_u64().unwrap_or(0),
             lp["cpu_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
             us(&lp["window_step_ns"]).unwrap_or_else(|| "-".into()),
             lp["window_cpu"]

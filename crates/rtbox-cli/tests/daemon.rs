@@ -378,6 +378,10 @@ fn refusals_change_nothing() {
     // status text and the metrics (session 6).
     let lp = &v["loop"];
     assert!(lp["steps"].as_u64().unwrap() > 0, "{lp}");
+    assert!(
+        lp["short_steps"].as_u64().unwrap() <= lp["steps"].as_u64().unwrap(),
+        "{lp}"
+    );
     // The measured step of the sensor in use (`LoopCost::DEFAULT` with perf, `BPF` with BPF).
     let step = match v["sensor"].as_str() {
         Some("bpf") => rtbox_model::LoopCost::BPF.step,
@@ -388,6 +392,7 @@ fn refusals_change_nothing() {
     assert_eq!(code, 0, "{text}");
     assert!(
         text.contains("loop: ")
+            && text.contains(" short), ")
             && text.contains(&format!("(admitted {:.1} us per step)", step as f64 / 1e3))
             && text.contains("cpu latency: 0 us, held"),
         "{text}"
@@ -398,6 +403,7 @@ fn refusals_change_nothing() {
     for family in [
         "rtbox_server_budget_seconds{box=\"A\",cpu=\"0\"} 0.06",
         "rtbox_loop_steps_total ",
+        "rtbox_loop_short_steps_total ",
         "rtbox_loop_cpu_seconds_total ",
         admitted.as_str(),
         "rtbox_cpu_latency_limit_seconds ",

@@ -87,7 +87,7 @@ pub mod rules;
 mod sched;
 mod types;
 
-pub use sched::{Probes, Scheduler};
+pub use sched::{Probes, QuietPeriod, QuietRun, Scheduler};
 pub use types::{
     Accounting, BoxInfo, CoreError, CpuDecision, Event, Options, Reconfigured, Reservation,
     Running, ServerId, ServerInfo, Slot, TaskId, TaskParams,

@@ -1,6 +1,8 @@
 //! The scheduler: servers under per-CPU EDF, local policies and placement inside boxes.
 
+mod ahead;
 mod pin;
+pub use ahead::{QuietPeriod, QuietRun};
 mod plan;
 mod probe;
 pub use probe::Probes;

@@ -519,6 +519,7 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
             g.beat();
         }
         if reload.swap(false, Ordering::SeqCst) {
+            rt.forget_ahead();
             on_reload(
                 &mut rt,
                 &mut access,
@@ -534,6 +535,9 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
                 handle(&mut rt, &mut access, &mut joined, inc.req, inc.uid),
                 inc.reply,
             ));
+        }
+        if !answers.is_empty() {
+            rt.forget_ahead();
         }
         let now = rt.now();
         rt.step(now);

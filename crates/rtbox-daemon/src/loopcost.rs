@@ -24,6 +24,8 @@ pub const MIN_STEPS: u64 = 100;
 pub struct LoopUsage {
     /// Steps since the daemon started.
     pub steps: u64,
+    /// Of them, short steps at replenishments planned ahead (`runtime/ahead.rs`).
+    pub short_steps: u64,
     /// CPU time of the loop thread since its first step, ns.
     pub cpu_ns: u64,
     /// CPU time per step in the last complete window, ns (`None` before the first one, or when

@@ -112,6 +112,12 @@ pub fn render_loop(u: &LoopUsage, admitted_step: u64) -> String {
         u.steps as f64,
     );
     one(
+        "rtbox_loop_short_steps_total",
+        "counter",
+        "Steps of the enforcement loop that made a replenishment planned ahead",
+        u.short_steps as f64,
+    );
+    one(
         "rtbox_loop_admitted_step_seconds",
         "gauge",
         "CPU time per loop step that admission assumes (--loop-step-us)",

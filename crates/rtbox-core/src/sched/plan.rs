@@ -44,7 +44,7 @@ impl Scheduler {
 
     /// The remaining budget of a server as time it may still run: a negative runtime (a
     /// measured overrun) counts as none.
-    fn budget_left(&self, s: ServerId) -> Nanos {
+    pub(crate) fn budget_left(&self, s: ServerId) -> Nanos {
         u64::try_from(self.servers[s.index()].st.runtime).unwrap_or(0)
     }
 

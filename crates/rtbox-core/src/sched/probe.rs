@@ -9,8 +9,9 @@
 
 use std::rc::Rc;
 
-use rtbox_model::PinPlan;
+use rtbox_model::{Nanos, PinPlan};
 
+use super::ahead::QuietPeriod;
 use super::{Bx, Cpu, DecideScratch, Scheduler, Srv};
 use crate::types::{ServerId, TaskId, TaskParams};
 
@@ -251,6 +252,36 @@ impl Probes {
         true
     }
 
+    /// [`Scheduler::quiet_periods`] on the kept copies (it ends any chain of questions).
+    pub fn quiet_periods(
+        &mut self,
+        sched: &Scheduler,
+        exhausting: &[ServerId],
+        until: Nanos,
+        max: usize,
+        startable: impl Fn(ServerId, TaskId) -> bool,
+    ) -> Vec<QuietPeriod> {
+        if self.bufs.is_empty() {
+            self.bufs = vec![sched.clone(), sched.clone()];
+        }
+        let (probe, spare) = self.bufs.split_at_mut(1);
+        let out = sched.quiet_periods_in(
+            exhausting,
+            until,
+            max,
+            &startable,
+            &mut probe[0],
+            &mut spare[0],
+        );
+        debug_assert_eq!(
+            out,
+            sched.quiet_periods(exhausting, until, max, &startable),
+            "kept copies planned otherwise"
+        );
+        self.finish();
+        out
+    }
+
     /// Ends the questions of a step: the copies let go of what they share with the scheduler
     /// (see [`Scheduler::share_nothing`]) and keep only their buffers.
     pub fn finish(&mut self) {
@@ -387,5 +418,32 @@ mod tests {
             s.advance(next);
         }
         assert!(chained > 0, "no question asked on a previous answer");
+    }
+
+    #[test]
+    fn kept_copies_plan_periods_ahead_as_fresh_ones() {
+        // One box alone on CPU 0 (3 of 10 ns), its member busy, asked at every timer of a run
+        // that the driver charges as measured; the same copies serve every question.
+        let mut s = sched(&[0], &[("A", 3)], 1, Accounting::Measured);
+        let a = s.box_servers("A")[0];
+        let mut probes = Probes::default();
+        let mut planned = 0;
+        for _ in 0..12 {
+            let exhausting: Vec<ServerId> =
+                s.running(0).and_then(|r| r.server).into_iter().collect();
+            let until = s.now() + 35;
+            let kept = probes.quiet_periods(&s, &exhausting, until, 8, |_, _| true);
+            assert_eq!(kept, s.quiet_periods(&exhausting, until, 8, |_, _| true));
+            assert!(kept.iter().all(|p| p.at <= until && p.runs.len() == 1));
+            planned += kept.len();
+            assert_eq!(Rc::strong_count(&s.specs), 1, "a kept copy holds the specs");
+            let next = s.next_timer().expect("a timer");
+            if s.running(0).is_some() {
+                let left = s.server(a).runtime.max(0) as u64;
+                s.charge(s.now(), a, (next - s.now()).min(left)).unwrap();
+            }
+            s.advance(next);
+        }
+        assert!(planned >= 12, "periods planned: {planned}");
     }
 }

@@ -24,6 +24,7 @@ impl Runtime {
     /// socket request (at most one wake-up per [`REQUEST_GAP`]): then the caller's next step
     /// places the new members, or answers the request, at once.
     pub fn wait_until(&mut self, deadline: u64) {
+        self.ahead.woke_on_time = false;
         for _ in 0..MAX_IDLE_WAKEUPS {
             let now = rtbox_linux::monotonic_ns();
             let gap_end = self.requests_woke.saturating_add(REQUEST_GAP);
@@ -70,6 +71,9 @@ impl Runtime {
                 }
             }
             if rtbox_linux::monotonic_ns() >= deadline {
+                // Only a wake-up at the deadline with nothing else to see may take a short
+                // step (`ahead.rs`).
+                self.ahead.woke_on_time = !woke.backstop && !woke.extra.iter().any(|&r| r);
                 return;
             }
         }

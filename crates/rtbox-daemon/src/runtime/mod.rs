@@ -18,6 +18,7 @@
 //! - [`wakeup`]: when and on which CPU the loop sleeps;
 //! - [`sensor`]: the BPF sensor or the perf clocks, and the members' clocks.
 
+mod ahead;
 pub mod apply;
 pub mod bands;
 pub mod error;
@@ -193,6 +194,8 @@ pub struct Runtime {
     pin_names: pinnames::PinNames,
     /// The CPU latency limit held while there are boxes (`latency.rs`).
     latency: latency::IdleLatency,
+    /// Replenishments planned ahead, made with a short step (`ahead.rs`).
+    ahead: ahead::Ahead,
 }
 
 /// A runtime that goes away gives every thread back, as [`Runtime::shutdown`] does (which is
@@ -529,6 +532,7 @@ impl Runtime {
         latency.keep(!specs.is_empty());
         Ok(Runtime {
             latency,
+            ahead: ahead::Ahead::default(),
             jobs: jobs::Jobs::new(jobs_dir(&opts.state_file)),
             guard: Guard::new(backstop),
             host,
@@ -842,6 +846,11 @@ impl Runtime {
         self.step_started = now;
         // Before anything else touches the core at `now`: quiet stops happened earlier.
         self.replay_quiet_stops(now);
+        // A replenishment planned ahead needs only a short step.
+        let mut stopped = Vec::new();
+        if self.step_ahead(now, &mut stopped) {
+            return;
+        }
         self.members.take_events(&mut self.sched, &self.system, now);
         if let Some(s) = &self.sensor {
             if sensor::take_events(s, &mut self.members, &mut self.sched, &self.system, now) {
@@ -857,7 +866,7 @@ impl Runtime {
         }
         self.members.unplaced = false;
         // Members the backstop froze: frozen, so ready (/proc would show them sleeping).
-        let stopped = self.guard.take_report(now);
+        stopped.extend(self.guard.take_report(now));
         self.members.mark_frozen(&stopped);
         self.members.charge(&mut self.sched, now);
         self.settle_owned(now, &stopped);
@@ -893,6 +902,7 @@ impl Runtime {
         // charging and stopping (measured: a member ran 0.2 ms past its budget behind one).
         // New members are charged and placed by the next step, at once (`next_wakeup`).
         self.scan_members(now);
+        self.plan_ahead(now);
     }
 
     /// Replays the exhaustions the backstop made at quiet stops while the loop slept
@@ -1322,9 +1332,14 @@ impl Runtime {
 
     /// Sleeps until CLOCK_MONOTONIC `deadline`; a backstop stop or a sensor event wakes it
     /// early.
-    pub fn sleep_until(&self, deadline: u64) {
+    pub fn sleep_until(&mut self, deadline: u64) {
         let sensor_fd: Vec<_> = sensor::wake_fd(self.sensor.as_ref()).into_iter().collect();
-        self.guard.sleep_until(deadline, &sensor_fd);
+        let woke = self.guard.sleep_until(deadline, &sensor_fd);
+        // Only a wake-up at the deadline with nothing else to see may take a short step
+        // (`ahead.rs`).
+        self.ahead.woke_on_time = !woke.backstop
+            && !woke.extra.iter().any(|&r| r)
+            && rtbox_linux::monotonic_ns() >= deadline;
         if tracing::enabled!(tracing::Level::TRACE) {
             let woke = rtbox_linux::monotonic_ns();
             tracing::trace!(
