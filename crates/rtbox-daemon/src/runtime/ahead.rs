@@ -19,9 +19,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use rtbox_core::{QuietPeriod, ServerId, TaskId};
 use rtbox_model::Nanos;
 
-use super::guard::Planned;
+use super::guard::{add_watch_copies, Planned};
 use super::Runtime;
-use crate::backstop::{Handle, WATCH_SLACK};
+use crate::backstop::Handle;
 
 /// At most this many replenishments are planned at one full step.
 pub const MAX_AHEAD: usize = 32;
@@ -220,7 +220,8 @@ impl Runtime {
             return false;
         }
         // The period's stops, from now (the core's plan counted from the replenishment).
-        let mut own: Vec<(u32, Vec<Planned<Handle>>)> = Vec::new();
+        let mut plans: Vec<(u32, Vec<Planned<Handle>>)> =
+            self.sched.cpus().map(|c| (c, Vec::new())).collect();
         let mut quiet = BTreeSet::new();
         for r in &p.period.runs {
             let info = self.sched.server(r.server);
@@ -253,12 +254,11 @@ impl Runtime {
                 members,
                 quiet: r.quiet_exhaustion,
             };
-            match own.iter_mut().find(|(c, _)| *c == info.cpu) {
-                Some((_, v)) => v.push(stop),
-                None => own.push((info.cpu, vec![stop])),
+            if let Some((_, v)) = plans.iter_mut().find(|(c, _)| *c == info.cpu) {
+                v.push(stop);
             }
         }
-        let plans = with_copies(own, self.sched.cpus());
+        add_watch_copies(&mut plans);
         self.quiet = quiet;
         let thawing: BTreeSet<i32> = p.thaw.iter().map(|&(t, _)| t).collect();
         let report = self
@@ -269,33 +269,4 @@ impl Runtime {
         self.loop_usage.short_steps += 1;
         true
     }
-}
-
-/// Every CPU's plan: its own stops, then copies of the other CPUs' stops [`WATCH_SLACK`]
-/// later, never quiet (as `guard::plan` builds them).
-fn with_copies(
-    own: Vec<(u32, Vec<Planned<Handle>>)>,
-    cpus: impl Iterator<Item = u32>,
-) -> Vec<(u32, Vec<Planned<Handle>>)> {
-    let mut plans: Vec<(u32, Vec<Planned<Handle>>)> = cpus
-        .map(|c| {
-            let stops = own
-                .iter()
-                .find(|(x, _)| *x == c)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            (c, stops)
-        })
-        .collect();
-    for (cpu, stops) in plans.iter_mut() {
-        for (home, theirs) in own.iter().filter(|(h, _)| h != cpu) {
-            debug_assert!(theirs.iter().all(|s| s.home == *home));
-            stops.extend(theirs.iter().map(|s| Planned {
-                at: s.at + WATCH_SLACK,
-                quiet: false,
-                ..s.clone()
-            }));
-        }
-    }
-    plans
 }

@@ -111,7 +111,13 @@ pub fn plan<H: Clone>(
             });
         }
     }
-    // Each CPU's own stops come first in its plan; the copies of the others' follow them.
+    add_watch_copies(&mut plans);
+    plans
+}
+
+/// Adds to each CPU's plan (its own stops) the copies of every other CPU's stops, watched
+/// [`backstop::WATCH_SLACK`] later and never quiet (see [`plan`]); own stops come first.
+pub fn add_watch_copies<H: Clone>(plans: &mut [(u32, Vec<Planned<H>>)]) {
     let own: Vec<usize> = plans.iter().map(|(_, v)| v.len()).collect();
     for i in 0..plans.len() {
         for j in (0..plans.len()).filter(|&j| j != i) {
@@ -128,7 +134,6 @@ pub fn plan<H: Clone>(
             }
         }
     }
-    plans
 }
 
 /// What the backstop stopped, as the loop took it back.
