@@ -97,11 +97,9 @@ impl Runtime {
         // Every ready member is charged to an owned server whose exhaustion is quiet (running)
         // or which is throttled; every server with work is alone on its CPU (its band is the
         // CPU's top one, throttled or not: a thaw restores the member's priority as it was).
-        let mut ready: BTreeMap<ServerId, Vec<i32>> = BTreeMap::new();
-        // The servers whose ready members all wait (or run) on the server's CPU, real-time,
-        // with the handles a stop needs: a thaw alone starts them there.
-        let mut startable: BTreeSet<ServerId> = BTreeSet::new();
-        let mut not_startable: BTreeSet<ServerId> = BTreeSet::new();
+        // Per server its ready members, and whether they all wait (or run) on the server's
+        // CPU, real-time, with the handles a stop needs: a thaw alone starts them there.
+        let mut ready: BTreeMap<ServerId, (Vec<i32>, bool)> = BTreeMap::new();
         // The server each ready member's task is charged to.
         let mut task_server: BTreeMap<TaskId, ServerId> = BTreeMap::new();
         for (tid, m) in self.members.visited() {
@@ -111,18 +109,15 @@ impl Runtime {
             let Some(s) = m.charge_to else {
                 return;
             };
-            ready.entry(s).or_default().push(tid);
             task_server.insert(m.task, s);
             let cpu = self.sched.server(s).cpu;
             let placed = m
                 .applied
                 .as_ref()
                 .is_some_and(|a| a.attr.is_rt() && a.cpus.len() == 1 && a.cpus[0] == cpu);
-            if placed && m.freeze.is_some() && m.clock.is_some() {
-                startable.insert(s);
-            } else {
-                not_startable.insert(s);
-            }
+            let e = ready.entry(s).or_insert((Vec::new(), true));
+            e.0.push(tid);
+            e.1 &= placed && m.freeze.is_some() && m.clock.is_some();
         }
         if ready.is_empty() {
             return;
@@ -152,8 +147,7 @@ impl Runtime {
         let periods =
             self.probes
                 .quiet_periods(&self.sched, &exhausting, until, MAX_AHEAD, |s, t| {
-                    startable.contains(&s)
-                        && !not_startable.contains(&s)
+                    ready.get(&s).is_some_and(|(_, startable)| *startable)
                         && task_server.get(&t) == Some(&s)
                 });
         for period in periods {
@@ -164,7 +158,7 @@ impl Runtime {
                     ready
                         .get(&r.server)
                         .into_iter()
-                        .flatten()
+                        .flat_map(|(tids, _)| tids)
                         .map(|&tid| (tid, r.server))
                 })
                 .collect();
