@@ -31,6 +31,13 @@ fn box_a_runtime(opts: RuntimeOptions) -> Runtime {
     Runtime::new(Platform::with_cpus(2), vec![spec], opts).expect("runtime")
 }
 
+/// A runtime on 2 CPUs with one box "A" of `budget` / `period` (ns) on CPU 1 only.
+fn box_a_on_cpu_1(budget: u64, period: u64, opts: RuntimeOptions) -> Runtime {
+    let mut spec = BoxSpec::new("A", Interface::PerCpu { budget, period });
+    spec.cpus = Some(rtbox_model::CpuSet::parse("1").expect("cpus"));
+    Runtime::new(Platform::with_cpus(2), vec![spec], opts).expect("runtime")
+}
+
 /// Issue 5, acceptance 1 and 3 (short): a hog in a box gets Q/P of a CPU, also across two CPUs
 /// with global placement, and a throttled period rarely runs past its budget, by the charges
 /// and by the kernel's own accounting; the steal refunded stays a small part of the run.
@@ -393,23 +400,14 @@ fn a_stalled_loop_is_backed_up_per_cpu() {
         return;
     };
     let _loop = AsLoop::raise();
-    let mut spec = BoxSpec::new(
-        "A",
-        Interface::PerCpu {
-            budget: 20_000_000,
-            period: 100_000_000,
-        },
-    );
-    spec.cpus = Some(rtbox_model::CpuSet::parse("1").expect("cpus"));
-    let mut rt = Runtime::new(
-        Platform::with_cpus(2),
-        vec![spec],
+    let mut rt = box_a_on_cpu_1(
+        20_000_000,
+        100_000_000,
         RuntimeOptions {
             state_file: state_file("backstop"),
             ..RuntimeOptions::default()
         },
-    )
-    .expect("runtime");
+    );
     let hog = spawn_hog().expect("spawn");
     let pid = hog.pid();
     rt.attach("A", Target::Pid(pid)).expect("attach");
@@ -566,24 +564,15 @@ fn replenishments_planned_ahead_keep_the_share() {
         return;
     };
     let _loop = AsLoop::raise();
-    let mut spec = BoxSpec::new(
-        "A",
-        Interface::PerCpu {
-            budget: 2_000_000,
-            period: 10_000_000,
-        },
-    );
-    spec.cpus = Some(rtbox_model::CpuSet::parse("1").expect("cpus"));
-    let mut rt = Runtime::new(
-        Platform::with_cpus(2),
-        vec![spec],
+    let mut rt = box_a_on_cpu_1(
+        2_000_000,
+        10_000_000,
         RuntimeOptions {
             state_file: state_file("ahead"),
             step_cost: 0,
             ..RuntimeOptions::default()
         },
-    )
-    .expect("runtime");
+    );
     let bpf = rt.sensor_kind().name() == "bpf";
     let hog = spawn_hog().expect("spawn");
     let pid = hog.pid();
