@@ -33,6 +33,15 @@ fn analysis_sized_boxes_meet_every_deadline_outside_machine_stalls() {
     for set in &sets {
         let dir = fidelity::scratch("ci", set.index);
         let o = run(rtbox, set, 3, Workload::Load, &dir).expect("real run");
+        // The daemon's loop over the run (this test runs the debug build, whose steps are
+        // slower than the release build's that admission counts).
+        let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+        if let Some(l) = log.lines().find(|l| l.contains("loop over the run")) {
+            eprintln!("{name}: set {}: {}", set.index, l.trim());
+        }
+        if o.own_misses() > 0 {
+            eprintln!("{}", fidelity::miss_report(set, &o, &dir));
+        }
         let _ = std::fs::remove_dir_all(&dir);
         eprintln!(
             "{name}: set {} (U {:.3}, {}): {} jobs, {} misses, {} outside stalls; canary worst {:.1} ms",

@@ -550,6 +550,18 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         rt.follow_exhaustion();
         rt.wait_until(rt.to_monotonic(next));
     }
+    // The loop's whole-run figures, against what admission counted (a short run never
+    // closes a window of `loopcost`, so its per-step check never spoke).
+    let admitted_us = rt.admitted_step() as f64 / 1e3;
+    let lp = rt.loop_usage();
+    tracing::info!(
+        steps = lp.steps,
+        short_steps = lp.short_steps,
+        cpu_ms = lp.cpu_ns as f64 / 1e6,
+        per_step_us = lp.cpu_ns as f64 / 1e3 / lp.steps.max(1) as f64,
+        admitted_us,
+        "loop over the run"
+    );
     tracing::info!("stopping: restoring every managed thread");
     drop(spin);
     rt.unpin_loop();

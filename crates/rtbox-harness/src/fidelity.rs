@@ -879,6 +879,99 @@ fn task_jobs(workload: Workload, logdir: &Path, t: &TaskSpec) -> Result<Vec<Job>
         .collect())
 }
 
+/// What a CI failure needs to tell a miss's cause, read from a run's directory `dir` (as
+/// [`run`] left it) for the misses outside stalls in `o`: the daemon's warnings and its loop's
+/// cost over the run against the admitted one, and for the
+/// first misses the level busy period around each, with every job of the set inside it and
+/// the canary's late wake-ups there (times in ms from the busy period's start). A failing
+/// test prints it: the run's files do not outlive the CI machine.
+pub fn miss_report(set: &SizedSet, o: &RunOutcome, dir: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    let _ = writeln!(out, "daemon log: {} warnings", warnings.len());
+    for l in warnings.iter().take(20) {
+        let _ = writeln!(out, "  {l}");
+    }
+    for l in log.lines().filter(|l| l.contains("loop over the run")) {
+        let _ = writeln!(out, "  {l}");
+    }
+    let ms = |t: u64, from: u64| (t as f64 - from as f64) / 1e6;
+    let windows = o
+        .tasks
+        .iter()
+        .flat_map(|t| {
+            t.missed
+                .iter()
+                .filter(|&&(release, end, from)| {
+                    !during_stall(
+                        from,
+                        end,
+                        lateness_of(set, &t.name, release, end),
+                        &o.canary,
+                    )
+                })
+                .map(move |m| (t.name.as_str(), *m))
+        })
+        .take(3);
+    for (name, (release, end, from)) in windows {
+        let _ = writeln!(
+            out,
+            "set {} {name}: released {:.2}, ended {:.2} ms after its busy period began",
+            set.index,
+            ms(release, from),
+            ms(end, from)
+        );
+        for t in &set.tasks {
+            let f = dir.join("log").join(format!("{}.log", t.name));
+            let jobs = std::fs::read_to_string(f)
+                .ok()
+                .and_then(|text| rtbox_task::load::parse_log(&text).ok())
+                .unwrap_or_default();
+            for j in jobs.iter().filter(|j| j.end >= from && j.release <= end) {
+                let _ = writeln!(
+                    out,
+                    "  {} (prio {}) job: release {:.2} start {:.2} end {:.2} cpu {:.2}",
+                    t.name,
+                    t.priority.map_or("-".to_string(), |p| p.to_string()),
+                    ms(j.release, from),
+                    ms(j.start, from),
+                    ms(j.end, from),
+                    j.cpu as f64 / 1e6
+                );
+            }
+        }
+        for l in o
+            .canary
+            .iter()
+            .filter(|l| l.due + l.late >= from && l.due <= end)
+        {
+            let _ = writeln!(
+                out,
+                "  canary CPU {}: due {:.2}, {:.2} ms late",
+                l.cpu,
+                ms(l.due, from),
+                l.late as f64 / 1e6
+            );
+        }
+    }
+    out
+}
+
+/// How late the job of task `name` released at `release` and ended at `end` finished (ns).
+fn lateness_of(set: &SizedSet, name: &str, release: u64, end: u64) -> u64 {
+    let deadline = set
+        .tasks
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0, |s| s.deadline);
+    end.saturating_sub(release + deadline)
+}
+
 /// A scratch directory for set `index` under the system's temporary directory.
 pub fn scratch(tag: &str, index: u64) -> PathBuf {
     std::env::temp_dir().join(format!(
@@ -1046,5 +1139,90 @@ mod tests {
             .collect();
         let e = size_kind(4, Kind::Pinned, heavy, 10).unwrap_err();
         assert!(e.contains("fits on no CPU"), "{e}");
+    }
+
+    #[test]
+    fn a_miss_report_shows_the_jobs_and_stalls_of_the_busy_period_and_the_warnings() {
+        let ms = 1_000_000;
+        let t = |name: &str, c: Nanos, p: Nanos, prio: u32| TaskSpec {
+            priority: Some(prio),
+            box_name: Some("A".into()),
+            ..TaskSpec::periodic(name, c, p)
+        };
+        let s = size_kind(
+            0,
+            Kind::Global,
+            vec![t("hi", 2 * ms, 10 * ms, 2), t("lo", 4 * ms, 20 * ms, 1)],
+            10,
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("rtbox-miss-report-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("log")).unwrap();
+        let base = 1_000 * ms;
+        // lo: released at 0, ran 4 ms but ended at 23 ms (due 20); an older job outside.
+        std::fs::write(
+            dir.join("log/lo.log"),
+            format!(
+                "# task lo\n{} {} {} {}\n{} {} {} {}\n",
+                base - 20 * ms,
+                base - 19 * ms,
+                base - 15 * ms,
+                4 * ms,
+                base,
+                base + 18 * ms,
+                base + 23 * ms,
+                4 * ms
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("log/hi.log"),
+            format!(
+                "{} {} {} {}\n",
+                base + 10 * ms,
+                base + 10 * ms,
+                base + 12 * ms,
+                2 * ms
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("daemon.log"),
+            "x  INFO rtbox: started\nx  WARN rtbox: the loop's step cost is above the admitted one\nx  INFO rtbox: loop over the run steps=10 per_step_us=91.5 admitted_us=70\n",
+        )
+        .unwrap();
+        let o = RunOutcome {
+            tasks: vec![TaskOutcome {
+                name: "lo".into(),
+                jobs: 2,
+                misses: 1,
+                own: vec![(20_000, 3 * ms)],
+                missed: vec![(base, base + 23 * ms, base)],
+            }],
+            // 1 ms on CPU 1 inside the window: too short to excuse a 3 ms miss.
+            canary: vec![Late {
+                cpu: 1,
+                due: base + 5 * ms,
+                late: ms,
+            }],
+            ..RunOutcome::default()
+        };
+        let r = miss_report(&s, &o, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            r.contains("1 warnings") && r.contains("above the admitted"),
+            "{r}"
+        );
+        assert!(r.contains("lo: released 0.00, ended 23.00"), "{r}");
+        assert!(
+            r.contains("lo (prio 1) job: release 0.00 start 18.00 end 23.00 cpu 4.00"),
+            "{r}"
+        );
+        assert!(r.contains("hi (prio 2) job: release 10.00"), "{r}");
+        assert!(
+            !r.contains("release -20.00"),
+            "a job outside the window: {r}"
+        );
+        assert!(r.contains("canary CPU 1: due 5.00, 1.00 ms late"), "{r}");
     }
 }
