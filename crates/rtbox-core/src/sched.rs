@@ -1895,8 +1895,21 @@ impl Scheduler {
         if pending.is_empty() {
             return;
         }
-        // Won vCPUs sit on distinct CPUs (one EDF winner per CPU): CPU order is total.
+        // A pending member whose last vCPU is free goes back there (see `running_members`);
+        // the others take the rest in CPU order (won vCPUs sit on distinct CPUs, one EDF
+        // winner per CPU, so CPU order is total).
         free.sort_by_key(|&s| servers[s.index()].cpu_idx);
+        // Pairs (pending[i], free[i]): the members going back first, each moved to the front
+        // with its vCPU (rotations keep the others' order).
+        let mut home = 0;
+        for i in 0..pending.len() {
+            let last = tasks[pending[i].index()].last_placed;
+            if let Some(j) = free[home..].iter().position(|&x| Some(x) == last) {
+                free[home..=home + j].rotate_right(1);
+                pending[home..=i].rotate_right(1);
+                home += 1;
+            }
+        }
         for (&t, &s) in pending.iter().zip(free.iter()) {
             let tk = &mut tasks[t.index()];
             if let Some(from) = tk.last_placed.filter(|&f| f != s) {
@@ -2024,16 +2037,26 @@ impl Scheduler {
 /// The members a global box runs on its won vCPUs, `k` of them for `k` won vCPUs: its `k`
 /// most urgent ready members in local-policy order, except that among members of equal
 /// priority (`fifo`: the same fixed priority; `edf`: the same deadline) those already placed on
-/// a won vCPU come first. A member waiting for a vCPU does not take one from a running member
-/// of its own priority: POSIX `SCHED_FIFO`, where a thread is preempted only by a thread of
-/// higher priority, and a preempted one waits at the head of its priority's list for a CPU
-/// that frees up, not for one held by its equals (IEEE 1003.1, "Scheduling Policies"; the
-/// kernel's `rt.c` pushes a task only to a CPU running lower priority). Without it, a
-/// member whose vCPU ran out took the vCPU of its equal on another CPU every time, starving
-/// it and migrating every period (issue 14: two busy members of a 1 ms / 10 ms global box, the
-/// second got 0.002 CPU). A `fair` box keeps pure arrival order: its rotation is how its
-/// members take turns. Equal priorities interfere both ways in the analysis (`rtbox_analysis`,
-/// global tests), so its bounds hold for either order.
+/// a won vCPU come first, then those whose last vCPU is won and held by none of them.
+///
+/// - A member waiting for a vCPU does not take one from a running member of its own
+///   priority: POSIX `SCHED_FIFO`, where a thread is preempted only by a thread of higher
+///   priority, and a preempted one waits at the head of its priority's list for a CPU that
+///   frees up, not for one held by its equals (IEEE 1003.1, "Scheduling Policies"; the
+///   kernel's `rt.c` pushes a task only to a CPU running lower priority). Without it, a member
+///   whose vCPU ran out took the vCPU of its equal on another CPU every time, starving it and
+///   migrating every period (issue 14: two busy members of a 1 ms / 10 ms global box, the
+///   second got 0.002 CPU).
+/// - A vCPU that comes back (replenished, or its CPU won again) goes to the equal that waits
+///   on it, as a CPU that frees up runs a task queued on its own run queue before it pulls
+///   one from another CPU's (the kernel's `rt.c`: a preempted task stays queued on its CPU).
+///   Without it, the member first in arrival order took it from the other CPU, and the one
+///   that waited there moved at the next change: in seed 002's two global platforms a member
+///   changed vCPU at a third of all throttles and replenishments.
+///
+/// A `fair` box keeps pure arrival order: its rotation is how its members take turns. Equal
+/// priorities interfere both ways in the analysis (`rtbox_analysis`, global tests), so its
+/// bounds hold for any order among them.
 fn running_members(bx: &Bx, tasks: &[Tk], out: &mut Vec<TaskId>) {
     out.clear();
     let k = bx.won.len().min(bx.ready.len());
@@ -2052,16 +2075,36 @@ fn running_members(bx: &Bx, tasks: &[Tk], out: &mut Vec<TaskId>) {
     let lo = bx.ready.partition_point(|t| level(t) < l);
     let hi = bx.ready.partition_point(|t| level(t) <= l);
     out.extend_from_slice(&bx.ready[..lo]);
-    let incumbent = |t: &TaskId| tasks[t.index()].placed.is_some_and(|s| bx.won.contains(&s));
+    let won = |s: Option<ServerId>| s.filter(|s| bx.won.contains(s));
+    let incumbent = |t: &TaskId| won(tasks[t.index()].placed).is_some();
+    // The won vCPU a member would take without moving: the one it sits on, else its last.
+    let home = |t: &TaskId| {
+        let tk = &tasks[t.index()];
+        won(tk.placed).or(won(tk.last_placed))
+    };
     let group = &bx.ready[lo..hi];
-    for pass_incumbents in [true, false] {
-        for t in group {
-            if out.len() == k {
-                return;
-            }
-            if incumbent(t) == pass_incumbents {
-                out.push(*t);
-            }
+    for t in group.iter().filter(|t| incumbent(t)) {
+        if out.len() == k {
+            return;
+        }
+        out.push(*t);
+    }
+    let first_other = out.len();
+    for t in group.iter().filter(|t| !incumbent(t)) {
+        if out.len() == k {
+            return;
+        }
+        if home(t).is_some_and(|s| !out.iter().any(|x| home(x) == Some(s))) {
+            out.push(*t);
+        }
+    }
+    let back_home = out.len();
+    for t in group.iter().filter(|t| !incumbent(t)) {
+        if out.len() == k {
+            break;
+        }
+        if !out[first_other..back_home].contains(t) {
+            out.push(*t);
         }
     }
     debug_assert_eq!(out.len(), k, "a level shorter than its places");
@@ -2391,6 +2434,39 @@ mod tests {
         // Per period: hi runs vCPU 0's 10, then takes vCPU 1 from lo for the 5 left of it.
         assert_eq!(got, vec![150, 50], "hi takes what it can of both budgets");
         assert!(migrations > 0);
+    }
+
+    /// Two busy members of equal priority in a global box whose two vCPUs have different
+    /// periods (g0: 4 of 10 on CPU 0, g1: 2 of 5 on CPU 1): a starts on g0, b on g1; both wait
+    /// once their vCPU runs out. When a vCPU comes back it goes to the member that waits on it
+    /// (a CPU runs the task queued on it before pulling one from elsewhere), not to the first
+    /// in arrival order: nobody migrates, and each gets its own vCPU's budget. Before, a took g1
+    /// at its replenishment at 5, and the two changed vCPUs at most replenishments.
+    #[test]
+    fn a_vcpu_that_comes_back_goes_to_the_equal_that_waits_on_it() {
+        let mut b = BoxSpec::new(
+            "vm",
+            Interface::Servers(vec![
+                ServerSpec {
+                    cpu: 0,
+                    budget: 4,
+                    period: 10,
+                },
+                ServerSpec {
+                    cpu: 1,
+                    budget: 2,
+                    period: 5,
+                },
+            ]),
+        );
+        b.placement = Placement::Global;
+        let system = System::new(Platform::with_cpus(2), vec![b], vec![]).unwrap();
+        let mut s = Scheduler::new(&system, Options::default()).unwrap();
+        s.add_task(member("a", "vm", 5)).unwrap();
+        s.add_task(member("b", "vm", 5)).unwrap();
+        let (got, migrations) = run_busy(&mut s, &[0, 0], 1000);
+        assert_eq!(migrations, 0, "each goes back to its own vCPU: {got:?}");
+        assert_eq!(got, vec![400, 400], "g0's 4 of 10 to a, g1's 2 of 5 to b");
     }
 
     #[test]
