@@ -48,10 +48,12 @@ pub fn run(args: Args) -> ExitCode {
             "left",
             "consumed",
             "throttles",
+            "moved in",
             "members",
         ],
         &[
             Align::Left,
+            Align::Right,
             Align::Right,
             Align::Right,
             Align::Right,
@@ -83,6 +85,7 @@ pub fn run(args: Args) -> ExitCode {
             left,
             ms(&s["consumed"]),
             s["throttles"].to_string(),
+            s["migrations"].to_string(),
             members.join(","),
         ]);
     }

@@ -183,6 +183,9 @@ pub struct ServerInfo<'a> {
     /// Total budget consumed so far.
     pub consumed: Nanos,
     pub throttle_count: u64,
+    /// Members that came onto it from another server of their box (each `Event::Migrated`
+    /// to it), also when events are not recorded.
+    pub migrations: u64,
 }
 
 /// A read-only view of one box, so that drivers never look a box up in their own copy of the

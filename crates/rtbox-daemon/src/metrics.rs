@@ -17,7 +17,7 @@ type Family = (
 /// Render the rows in the Prometheus text format (version 0.0.4).
 pub fn render(rows: &[ServerRow]) -> String {
     let mut out = String::new();
-    let metrics: [Family; 7] = [
+    let metrics: [Family; 8] = [
         (
             "rtbox_server_budget_seconds",
             "gauge",
@@ -44,6 +44,12 @@ pub fn render(rows: &[ServerRow]) -> String {
             "counter",
             "Times the server exhausted its budget",
             |r| r.throttles as f64,
+        ),
+        (
+            "rtbox_server_migrations_total",
+            "counter",
+            "Members that came onto this vCPU from another vCPU of their box",
+            |r| r.migrations as f64,
         ),
         (
             "rtbox_server_max_overrun_seconds",
@@ -328,12 +334,14 @@ mod tests {
             consumed: 3_000_000_000,
             throttled: false,
             throttles: 30,
+            migrations: 4,
             max_overrun: 5000,
             members: vec![1, 2],
         };
         let text = render(&[row]);
-        assert_eq!(text.matches("{box=\"a\\\"b\",cpu=\"1\"}").count(), 7);
+        assert_eq!(text.matches("{box=\"a\\\"b\",cpu=\"1\"}").count(), 8);
         assert!(text.contains("rtbox_server_budget_seconds{box=\"a\\\"b\",cpu=\"1\"} 0.02"));
         assert!(text.contains("rtbox_server_throttles_total{box=\"a\\\"b\",cpu=\"1\"} 30"));
+        assert!(text.contains("rtbox_server_migrations_total{box=\"a\\\"b\",cpu=\"1\"} 4"));
     }
 }

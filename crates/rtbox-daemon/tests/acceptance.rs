@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rtbox_daemon::{Runtime, RuntimeOptions, Target};
 use rtbox_harness::{acceptance_cases, percentile, run_case, spawn_hog, AsLoop};
-use rtbox_model::{BoxSpec, Interface, Mode, Platform};
+use rtbox_model::{BoxSpec, Interface, Mode, Placement, Platform, ServerSpec};
 
 /// One real-runtime test at a time, here and machine-wide; `None`, after printing why,
 /// without root.
@@ -608,4 +608,69 @@ fn replenishments_planned_ahead_keep_the_share() {
     } else {
         assert_eq!(short, 0, "short steps without the BPF sensor");
     }
+}
+
+/// Two busy members of equal priority in a global box whose vCPUs differ (4 / 10 ms on CPU 0,
+/// 2 / 5 ms on CPU 1): each stays on the vCPU it waits on and gets that vCPU's 0.4, as the
+/// core's `a_vcpu_that_comes_back_goes_to_the_equal_that_waits_on_it` says. Before that rule
+/// the first member in arrival order took every vCPU that came back (0.6 against 0.2 in the
+/// core, a migration at most replenishments); the migrations are counted per server.
+#[test]
+fn equal_members_of_a_global_box_keep_their_own_vcpu() {
+    let Some(_g) = serial("equal_members_of_a_global_box_keep_their_own_vcpu") else {
+        return;
+    };
+    let _loop = AsLoop::raise();
+    let mut spec = BoxSpec::new(
+        "G",
+        Interface::Servers(vec![
+            ServerSpec {
+                cpu: 0,
+                budget: 4_000_000,
+                period: 10_000_000,
+            },
+            ServerSpec {
+                cpu: 1,
+                budget: 2_000_000,
+                period: 5_000_000,
+            },
+        ]),
+    );
+    spec.placement = Placement::Global;
+    let opts = RuntimeOptions {
+        state_file: state_file("equals"),
+        step_cost: 0,
+        ..RuntimeOptions::default()
+    };
+    let mut rt = Runtime::new(Platform::with_cpus(2), vec![spec], opts).expect("runtime");
+    let hogs: Vec<_> = (0..2).map(|_| spawn_hog().expect("spawn")).collect();
+    for h in &hogs {
+        rt.attach("G", Target::Pid(h.pid())).expect("attach");
+    }
+    let moved = |rt: &Runtime| rt.server_rows().iter().map(|r| r.migrations).sum::<u64>();
+    drive(&mut rt, Duration::from_millis(300));
+    let k0: Vec<u64> = hogs.iter().map(|h| schedstat_ns(h.pid())).collect();
+    let m0 = moved(&rt);
+    let t0 = Instant::now();
+    drive(&mut rt, Duration::from_millis(1500));
+    let secs = t0.elapsed().as_secs_f64();
+    let shares: Vec<f64> = hogs
+        .iter()
+        .zip(&k0)
+        .map(|(h, k)| schedstat_ns(h.pid()).saturating_sub(*k) as f64 / 1e9 / secs)
+        .collect();
+    let migrations = moved(&rt) - m0;
+    rt.shutdown();
+    drop(hogs);
+    eprintln!("members {shares:?} CPU, {migrations} migrations in {secs:.2} s");
+    // 0.04 CPU: a tenth of each share, far below the 0.2 the old rule moved between them.
+    for (i, got) in shares.iter().enumerate() {
+        assert!(
+            (got - 0.4).abs() < 0.04,
+            "member {i}: {got:.4} of 0.4 ({shares:?})"
+        );
+    }
+    // 150 periods of the slower vCPU in the window: the old rule moved a member at most of
+    // them; a late step may still move one now and then.
+    assert!(migrations <= 15, "{migrations} migrations");
 }

@@ -90,6 +90,7 @@ impl Scheduler {
         tk.home = Some(to);
         tk.placed = Some(to);
         tk.cpu_idx = Some(ci);
+        self.servers[to.index()].migrations += 1;
         if self.opts.record_events {
             self.events.push_back(Event::Migrated {
                 at: now,

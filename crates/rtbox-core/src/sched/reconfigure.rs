@@ -159,6 +159,7 @@ impl Scheduler {
             n.backlogged = o.backlogged;
             n.consumed = o.consumed;
             n.throttles = o.throttles;
+            n.migrations = o.migrations;
             debug_assert!(
                 o.params != n.params || n.st == o.st,
                 "an unchanged server lost its state"

@@ -410,6 +410,7 @@ fn live_counters(sched: &Scheduler) -> BTreeMap<ServerKey, Counters> {
                 Counters {
                     consumed: s.consumed,
                     throttles: s.throttle_count,
+                    migrations: s.migrations,
                 },
             )
         })
@@ -446,6 +447,7 @@ fn server_rows(
                 Counters {
                     consumed: info.consumed,
                     throttles: info.throttle_count,
+                    migrations: info.migrations,
                 },
             );
             ServerRow {
@@ -463,6 +465,7 @@ fn server_rows(
                 consumed: totals.consumed,
                 throttled: info.throttled,
                 throttles: totals.throttles,
+                migrations: totals.migrations,
             }
         })
         .collect()
@@ -1503,6 +1506,8 @@ pub struct ServerRow {
     pub consumed: Nanos,
     pub throttled: bool,
     pub throttles: u64,
+    /// Members that came onto this vCPU from another vCPU of their box.
+    pub migrations: u64,
     pub max_overrun: u64,
     pub members: Vec<i32>,
 }

@@ -98,6 +98,8 @@ impl ServerStats {
 pub struct Counters {
     pub consumed: Nanos,
     pub throttles: u64,
+    /// Members that came onto the server from another vCPU of their box.
+    pub migrations: u64,
 }
 
 /// The figures of every server, by box and CPU.
@@ -124,6 +126,7 @@ impl Periods {
         Counters {
             consumed: c.consumed + live.consumed,
             throttles: c.throttles + live.throttles,
+            migrations: c.migrations + live.migrations,
         }
     }
 
@@ -149,7 +152,9 @@ impl Periods {
                 }
             }
             debug_assert!(
-                now.consumed <= total.consumed && now.throttles <= total.throttles,
+                now.consumed <= total.consumed
+                    && now.throttles <= total.throttles
+                    && now.migrations <= total.migrations,
                 "a live counter above its total"
             );
             self.carried.insert(
@@ -157,6 +162,7 @@ impl Periods {
                 Counters {
                     consumed: total.consumed.saturating_sub(now.consumed),
                     throttles: total.throttles.saturating_sub(now.throttles),
+                    migrations: total.migrations.saturating_sub(now.migrations),
                 },
             );
         }
@@ -223,9 +229,11 @@ mod tests {
     fn counters_never_go_back_across_reconfigurations() {
         let a: ServerKey = ("a".into(), 0);
         let b: ServerKey = ("b".into(), 0);
+        // Migrations counted as throttles are, here equal to them.
         let c = |consumed, throttles| Counters {
             consumed,
             throttles,
+            migrations: throttles,
         };
         let mut p = Periods::default();
         p.entry(a.clone()).overruns.push(5);
