@@ -411,6 +411,8 @@ pub struct TaskOutcome {
     /// Misses not explained by a canary stall ([`during_stall`]): (release, us after the
     /// task's first release; lateness, ns).
     pub own: Vec<(u64, u64)>,
+    /// The misses of `own` as `missed` gives them (for [`miss_report`]).
+    pub own_windows: Vec<(u64, u64, u64)>,
     /// Every miss: (release, end, start of its level busy period), CLOCK_MONOTONIC ns.
     pub missed: Vec<(u64, u64, u64)>,
 }
@@ -801,6 +803,7 @@ pub fn run(
             o.missed.push((j.release, j.end, from));
             if !during_stall(from, j.end, lateness, &late) {
                 o.own.push(((j.release - first) / 1000, lateness));
+                o.own_windows.push((j.release, j.end, from));
             }
         }
         outcome.tasks.push(o);
@@ -904,19 +907,7 @@ pub fn miss_report(set: &SizedSet, o: &RunOutcome, dir: &Path) -> String {
     let windows = o
         .tasks
         .iter()
-        .flat_map(|t| {
-            t.missed
-                .iter()
-                .filter(|&&(release, end, from)| {
-                    !during_stall(
-                        from,
-                        end,
-                        lateness_of(set, &t.name, release, end),
-                        &o.canary,
-                    )
-                })
-                .map(move |m| (t.name.as_str(), *m))
-        })
+        .flat_map(|t| t.own_windows.iter().map(move |m| (t.name.as_str(), *m)))
         .take(3);
     for (name, (release, end, from)) in windows {
         let _ = writeln!(
@@ -960,16 +951,6 @@ pub fn miss_report(set: &SizedSet, o: &RunOutcome, dir: &Path) -> String {
         }
     }
     out
-}
-
-/// How late the job of task `name` released at `release` and ended at `end` finished (ns).
-fn lateness_of(set: &SizedSet, name: &str, release: u64, end: u64) -> u64 {
-    let deadline = set
-        .tasks
-        .iter()
-        .find(|s| s.name == name)
-        .map_or(0, |s| s.deadline);
-    end.saturating_sub(release + deadline)
 }
 
 /// A scratch directory for set `index` under the system's temporary directory.
@@ -1197,6 +1178,7 @@ mod tests {
                 jobs: 2,
                 misses: 1,
                 own: vec![(20_000, 3 * ms)],
+                own_windows: vec![(base, base + 23 * ms, base)],
                 missed: vec![(base, base + 23 * ms, base)],
             }],
             // 1 ms on CPU 1 inside the window: too short to excuse a 3 ms miss.
