@@ -884,10 +884,10 @@ fn task_jobs(workload: Workload, logdir: &Path, t: &TaskSpec) -> Result<Vec<Job>
 
 /// What a CI failure needs to tell a miss's cause, read from a run's directory `dir` (as
 /// [`run`] left it) for the misses outside stalls in `o`: the daemon's warnings and its loop's
-/// cost over the run against the admitted one, and for the
-/// first misses the level busy period around each, with every job of the set inside it and
-/// the canary's late wake-ups there (times in ms from the busy period's start). A failing
-/// test prints it: the run's files do not outlive the CI machine.
+/// cost over the run against the admitted one, and for the first misses the level busy period
+/// around each, with every job of the set inside it and the canary's late wake-ups there
+/// (times in ms from the busy period's start). A failing test prints it: the run's files do
+/// not outlive the CI machine.
 pub fn miss_report(set: &SizedSet, o: &RunOutcome, dir: &Path) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
