@@ -36,8 +36,8 @@ fn analysis_sized_boxes_meet_every_deadline_outside_machine_stalls() {
         // The daemon's loop over the run (this test runs the debug build, whose steps are
         // slower than the release build's that admission counts).
         let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
-        if let Some(l) = log.lines().find(|l| l.contains("loop over the run")) {
-            eprintln!("{name}: set {}: {}", set.index, l.trim());
+        if let Some(l) = fidelity::loop_line(&log) {
+            eprintln!("{name}: set {}: {l}", set.index);
         }
         if o.own_misses() > 0 {
             eprintln!("{}", fidelity::miss_report(set, &o, &dir));

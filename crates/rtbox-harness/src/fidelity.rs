@@ -882,6 +882,13 @@ fn task_jobs(workload: Workload, logdir: &Path, t: &TaskSpec) -> Result<Vec<Job>
         .collect())
 }
 
+/// The daemon's line on its loop over the whole run (logged at stop), from its log `log`.
+pub fn loop_line(log: &str) -> Option<&str> {
+    log.lines()
+        .find(|l| l.contains("loop over the run"))
+        .map(str::trim)
+}
+
 /// What a CI failure needs to tell a miss's cause, read from a run's directory `dir` (as
 /// [`run`] left it) for the misses outside stalls in `o`: the daemon's warnings and its loop's
 /// cost over the run against the admitted one, and for the first misses the level busy period
@@ -900,7 +907,7 @@ pub fn miss_report(set: &SizedSet, o: &RunOutcome, dir: &Path) -> String {
     for l in warnings.iter().take(20) {
         let _ = writeln!(out, "  {l}");
     }
-    for l in log.lines().filter(|l| l.contains("loop over the run")) {
+    if let Some(l) = loop_line(&log) {
         let _ = writeln!(out, "  {l}");
     }
     let ms = |t: u64, from: u64| (t as f64 - from as f64) / 1e6;

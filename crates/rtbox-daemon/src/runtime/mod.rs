@@ -407,11 +407,7 @@ fn live_counters(sched: &Scheduler) -> BTreeMap<ServerKey, Counters> {
         .map(|s| {
             (
                 (s.box_name.unwrap_or("").to_string(), s.cpu),
-                Counters {
-                    consumed: s.consumed,
-                    throttles: s.throttle_count,
-                    migrations: s.migrations,
-                },
+                Counters::of(&s),
             )
         })
         .collect()
@@ -442,14 +438,7 @@ fn server_rows(
         .map(|i| {
             let info = sched.server(ServerId(i as u32));
             let key = (info.box_name.unwrap_or("").to_string(), info.cpu);
-            let totals = periods.totals(
-                &key,
-                Counters {
-                    consumed: info.consumed,
-                    throttles: info.throttle_count,
-                    migrations: info.migrations,
-                },
-            );
+            let totals = periods.totals(&key, Counters::of(&info));
             ServerRow {
                 members: members
                     .iter()

@@ -102,6 +102,17 @@ pub struct Counters {
     pub migrations: u64,
 }
 
+impl Counters {
+    /// A core server's live counters.
+    pub fn of(info: &rtbox_core::ServerInfo<'_>) -> Self {
+        Counters {
+            consumed: info.consumed,
+            throttles: info.throttle_count,
+            migrations: info.migrations,
+        }
+    }
+}
+
 /// The figures of every server, by box and CPU.
 #[derive(Debug, Default)]
 pub struct Periods {
@@ -229,7 +240,7 @@ mod tests {
     fn counters_never_go_back_across_reconfigurations() {
         let a: ServerKey = ("a".into(), 0);
         let b: ServerKey = ("b".into(), 0);
-        // Migrations counted as throttles are, here equal to them.
+        // Migrations take the throttles' values here, so they are checked alongside them.
         let c = |consumed, throttles| Counters {
             consumed,
             throttles,
