@@ -210,14 +210,8 @@ pub fn attach_members(
         done.attached.push(key);
     }
     for b in members {
-        for (i, argv) in b.members.commands.iter().enumerate() {
-            let running = done
-                .commands
-                .iter()
-                .any(|c| c.box_name == b.box_name && &c.argv == argv);
-            if running {
-                continue;
-            }
+        for i in commands_to_start(&b.box_name, &b.members.commands, &done.commands) {
+            let argv = &b.members.commands[i];
             let field = format!("members.commands[{i}]");
             let pid = start_in_box(rt, &b.box_name, argv).map_err(|e| at(b, field.clone(), e))?;
             tracing::info!(box_name = %b.box_name, member = %field, command = %argv.join(" "), pid, "config command started");
@@ -229,6 +223,28 @@ pub fn attach_members(
         }
     }
     Ok(())
+}
+
+/// The indices of `box_name`'s configured commands to start, given the commands started
+/// before (`running`): the k-th of several equal commands starts unless k of them run already.
+/// Equal commands are that many members (two workers of one program), and a reload starts only
+/// what is missing (an exited command again, nothing twice).
+fn commands_to_start(
+    box_name: &str,
+    configured: &[Vec<String>],
+    running: &[Started],
+) -> Vec<usize> {
+    (0..configured.len())
+        .filter(|&i| {
+            let argv = &configured[i];
+            let nth = configured[..=i].iter().filter(|a| *a == argv).count();
+            let up = running
+                .iter()
+                .filter(|c| c.box_name == box_name && &c.argv == argv)
+                .count();
+            up < nth
+        })
+        .collect()
 }
 
 /// Forget config attachments whose box is gone (the runtime released them).
@@ -286,5 +302,42 @@ pub fn stop_commands(started: &mut Vec<Started>) {
         if let Ok(exit) = child::kill_and_reap(c.pid) {
             log_exit(&c, exit);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &str) -> Vec<String> {
+        a.split(' ').map(String::from).collect()
+    }
+
+    fn started(box_name: &str, a: &str) -> Started {
+        Started {
+            box_name: box_name.into(),
+            argv: argv(a),
+            pid: 1,
+        }
+    }
+
+    /// Two equal commands are two members; a reload starts only those not running.
+    #[test]
+    fn equal_commands_each_start_once() {
+        let cfg = [argv("spin"), argv("spin"), argv("rt-app a.json")];
+        assert_eq!(commands_to_start("A", &cfg, &[]), vec![0, 1, 2]);
+        assert_eq!(
+            commands_to_start("A", &cfg, &[started("A", "spin")]),
+            vec![1, 2]
+        );
+        let all = [
+            started("A", "spin"),
+            started("A", "rt-app a.json"),
+            started("A", "spin"),
+        ];
+        assert!(commands_to_start("A", &cfg, &all).is_empty());
+        // Another box's equal command is not one of these.
+        let other = [started("B", "spin"), started("B", "spin")];
+        assert_eq!(commands_to_start("A", &cfg, &other), vec![0, 1, 2]);
     }
 }
