@@ -231,6 +231,8 @@ fn run_inner(case: &Case, state_file: &std::path::Path) -> Result<Outcome, Bench
             state_file: state_file.to_path_buf(),
             // RTBOX_FOLLOW=0|1 overrides the runtime's choice (experiments).
             follow: std::env::var("RTBOX_FOLLOW").ok().map(|v| v != "0"),
+            // RTBOX_HOME=0: the loop stays where the kernel left it (experiments).
+            home: std::env::var("RTBOX_HOME").map_or(true, |v| v != "0"),
             // The cases measure the mechanism, including the overloaded 1 ms overhead case;
             // `daemon_admits` says whether the daemon's default admission takes them.
             step_cost: 0,

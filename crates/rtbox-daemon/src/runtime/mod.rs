@@ -57,7 +57,7 @@ use guard::{Guard, PlanServer, ServerMembers};
 use members::Members;
 use periods::{Counters, Periods, ServerFigures, ServerKey};
 use sensor::{SensorChoice, SensorKind};
-use wakeup::LoopPin;
+use wakeup::{LoopHome, LoopPin};
 
 /// Per CPU its non-throttled servers in EDF order ([`Scheduler::edf_order`]).
 type EdfOrder = BTreeMap<u32, Vec<ServerId>>;
@@ -97,6 +97,9 @@ pub struct RuntimeOptions {
     /// [`Runtime::follow_exhaustion`]); `None`: with the perf sensor only (see
     /// [`Runtime::loop_cpu`] for why not with BPF).
     pub follow: Option<bool>,
+    /// When the loop does not follow: sleep on the servers' CPU when they are all on one
+    /// ([`wakeup::home_cpu`], [`wakeup::LoopHome`]).
+    pub home: bool,
     /// Experiments: also measure every period with the kernel's accounting, read while the
     /// members are frozen (one schedstat read per member and replenishment).
     pub audit: bool,
@@ -138,6 +141,7 @@ impl Default for RuntimeOptions {
             step_cost: LoopCost::DEFAULT.step,
             bpf_step_cost: LoopCost::BPF.step,
             follow: None,
+            home: true,
             audit: false,
             backstop: true,
             priorities: None,
@@ -163,6 +167,8 @@ pub struct Runtime {
     periods: Periods,
     guard: Guard,
     pin: LoopPin,
+    /// Where the loop sleeps when it does not follow (see [`Runtime::follow_exhaustion`]).
+    home: LoopHome,
     opts: RuntimeOptions,
     /// Log every core event at debug level (environment RTBOX_TRACE=1).
     trace: bool,
@@ -538,6 +544,7 @@ impl Runtime {
             members,
             periods: Periods::default(),
             pin: LoopPin::default(),
+            home: LoopHome::default(),
             opts,
             trace: std::env::var_os("RTBOX_TRACE").is_some(),
             sensor,
@@ -804,10 +811,20 @@ impl Runtime {
     }
 
     /// Moves the calling thread (the enforcement loop) to [`Runtime::loop_cpu`] (see
-    /// [`LoopPin::follow`] for why).
+    /// [`LoopPin::follow`] for why). A loop that does not follow goes back to the servers'
+    /// CPU when they are all on one ([`wakeup::home_cpu`]), unless the kernel moved it off
+    /// there lately ([`wakeup::LoopHome`]).
     pub fn follow_exhaustion(&mut self) {
         if let Some(cpu) = self.loop_cpu() {
             self.pin.follow(cpu);
+        } else if self.opts.home {
+            let home = wakeup::home_cpu(
+                (0..self.sched.server_count()).map(|i| self.sched.server(ServerId(i as u32)).cpu),
+            );
+            let on = rtbox_linux::sched::current_cpu();
+            if let Some(cpu) = self.home.before_sleep(self.now(), on, home) {
+                self.pin.nudge(cpu);
+            }
         }
     }
 
