@@ -790,6 +790,12 @@ impl Runtime {
 
     // ---- where the loop runs -----------------------------------------------------------------
 
+    /// Whether the loop follows the exhaustions ([`RuntimeOptions::follow`]; by default with
+    /// the perf sensor only).
+    fn follows(&self) -> bool {
+        self.opts.follow.unwrap_or(self.sensor.is_none())
+    }
+
     /// Where the loop should sleep (see [`wakeup::loop_cpu`]); `None` where it should not
     /// pin itself at all. With the BPF sensor it never does: the backstops make the stops on
     /// time on each CPU (the loop sleeps through the quiet ones), so following them buys
@@ -800,7 +806,7 @@ impl Runtime {
     /// 0.4999 in 44 runs of 44. `experiments/fair-server.sh` shows the kernel's side without
     /// rtbox: short real-time wake-ups on a CPU full of real-time work.
     pub fn loop_cpu(&self) -> Option<u32> {
-        if !self.opts.follow.unwrap_or(self.sensor.is_none()) {
+        if !self.follows() {
             return None;
         }
         let quiet: Vec<u32> = (0..self.sched.cpu_count())
@@ -815,8 +821,10 @@ impl Runtime {
     /// CPU when they are all on one ([`wakeup::home_cpu`]), unless the kernel moved it off
     /// there lately ([`wakeup::LoopHome`]).
     pub fn follow_exhaustion(&mut self) {
-        if let Some(cpu) = self.loop_cpu() {
-            self.pin.follow(cpu);
+        if self.follows() {
+            if let Some(cpu) = self.loop_cpu() {
+                self.pin.follow(cpu);
+            }
         } else if self.opts.home {
             let home = wakeup::home_cpu(
                 (0..self.sched.server_count()).map(|i| self.sched.server(ServerId(i as u32)).cpu),

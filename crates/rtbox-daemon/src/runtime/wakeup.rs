@@ -145,7 +145,8 @@ impl LoopHome {
             }
         }
         self.slept_on = home.filter(|_| now >= self.shun_until);
-        self.slept_on.filter(|&h| Some(h) != on)
+        // Where it runs unknown (no rseq): no move, rather than two system calls every step.
+        self.slept_on.filter(|&h| on.is_some_and(|c| c != h))
     }
 }
 
@@ -247,6 +248,9 @@ mod tests {
         let mut h = LoopHome::default();
         assert_eq!(h.before_sleep(0, Some(1), None), None);
         assert_eq!(h.before_sleep(MS, Some(1), Some(0)), Some(0));
+        // Where the loop runs unknown: it stays.
+        let mut h = LoopHome::default();
+        assert_eq!(h.before_sleep(0, None, Some(0)), None);
         // The back-off never exceeds its longest.
         let mut h = LoopHome::default();
         let mut t = 0;
