@@ -177,12 +177,13 @@ impl Scheduler {
             let box_idx = next.tasks[i].box_idx;
             let placement = box_idx.map(|b| next.boxes[b].placement);
             // The vCPUs it had, if they survive in its box.
-            let (old_home, placed, last_placed) = {
+            let (old_home, placed, last_placed, waits_on) = {
                 let in_box = |s: &ServerId| matches!(next.servers[s.index()].owner, Owner::Box(b) if Some(b) == box_idx);
                 (
                     map(o.home).filter(in_box),
                     map(o.placed).filter(in_box).filter(|_| o.ready),
                     map(o.last_placed).filter(in_box),
+                    map(o.waits_on).filter(in_box),
                 )
             };
             // A pinned member without a named CPU keeps the vCPU it had (registration spreads
@@ -200,6 +201,7 @@ impl Scheduler {
             if placement == Some(Placement::Global) {
                 next.tasks[i].placed = placed;
                 next.tasks[i].last_placed = last_placed;
+                next.tasks[i].waits_on = waits_on;
             }
             let n = &mut next.tasks[i];
             n.ready = o.ready;
