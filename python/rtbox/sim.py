@@ -70,7 +70,7 @@ class SimResult:
 
     @cached_property
     def servers(self) -> Any:
-        """One row per server: budget, period, consumed time, throttles."""
+        """One row per server: budget, period, consumed time, throttles, members moved onto it."""
         return _frame(self._native.servers())
 
     @cached_property

@@ -77,7 +77,8 @@ impl SimReport {
             .finish()
     }
 
-    /// One row per server (box and CPU): budget, period, consumed time, throttles.
+    /// One row per server (box and CPU): budget, period, consumed time, throttles, members
+    /// moved onto it.
     fn servers(&self) -> PyResult<ArrowBatch> {
         let s = &self.inner.servers;
         Columns::default()
@@ -88,6 +89,7 @@ impl SimReport {
             .u64("period_ns", s.iter().map(|s| s.period))
             .u64("consumed_ns", s.iter().map(|s| s.consumed))
             .u64("throttles", s.iter().map(|s| s.throttles))
+            .u64("migrations", s.iter().map(|s| s.migrations))
             .finish()
     }
 

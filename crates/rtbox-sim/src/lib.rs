@@ -190,6 +190,9 @@ pub struct ServerReport {
     pub period: Nanos,
     pub consumed: Nanos,
     pub throttles: u64,
+    /// Members moved onto this server from another of their box's servers (global boxes;
+    /// 0 in the baselines, which do not count them).
+    pub migrations: u64,
     pub supply: Vec<SupplyWindow>,
 }
 
@@ -921,6 +924,7 @@ impl<'a> Sim<'a> {
                     period: d.period,
                     consumed,
                     throttles,
+                    migrations: self.model.server_migrations(i),
                     supply: tr
                         .windows
                         .iter()

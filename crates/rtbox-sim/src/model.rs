@@ -56,6 +56,11 @@ pub trait Model {
     }
     /// (budget consumed, throttle count).
     fn server_stats(&self, server: usize) -> (Nanos, u64);
+    /// Members moved onto the server (a vCPU of a global box) from another of their box's
+    /// servers; 0 from a model that does not count them (the baselines).
+    fn server_migrations(&self, _server: usize) -> u64 {
+        0
+    }
     fn drain_events(&mut self, out: &mut Vec<ModelEvent>);
     /// A plug-in box's verdict for the task (`guaranteed`, `unproven`, `background`).
     fn verdict(&self, _task: usize) -> Option<&'static str> {
@@ -164,6 +169,11 @@ impl Model for RtboxModel {
     fn server_stats(&self, server: usize) -> (Nanos, u64) {
         let s = self.sched.server(rtbox_core::ServerId(server as u32));
         (s.consumed, s.throttle_count)
+    }
+    fn server_migrations(&self, server: usize) -> u64 {
+        self.sched
+            .server(rtbox_core::ServerId(server as u32))
+            .migrations
     }
     fn drain_events(&mut self, out: &mut Vec<ModelEvent>) {
         if !self.record {

@@ -59,8 +59,8 @@ pub fn summary_table(r: &SimReport) -> String {
     if !r.servers.is_empty() {
         let _ = writeln!(
             s,
-            "\n{:<24} {:>10} {:>10} {:>9} {:>10}  worst supply / sbf (ms) over P/2 P 2P 3P 4P",
-            "server", "budget ms", "period ms", "used %", "throttles"
+            "\n{:<24} {:>10} {:>10} {:>9} {:>10} {:>8}  worst supply / sbf (ms) over P/2 P 2P 3P 4P",
+            "server", "budget ms", "period ms", "used %", "throttles", "moved in"
         );
         for sv in &r.servers {
             let windows: Vec<String> = sv
@@ -78,12 +78,13 @@ pub fn summary_table(r: &SimReport) -> String {
                 .collect();
             let _ = writeln!(
                 s,
-                "{:<24} {:>10} {:>10} {:>9.3} {:>10}  {}",
+                "{:<24} {:>10} {:>10} {:>9.3} {:>10} {:>8}  {}",
                 sv.name,
                 ms(sv.budget),
                 ms(sv.period),
                 100.0 * sv.consumed as f64 / r.duration.max(1) as f64,
                 sv.throttles,
+                sv.migrations,
                 windows.join(" ")
             );
         }

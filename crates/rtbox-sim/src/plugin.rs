@@ -203,6 +203,9 @@ impl Model for PluginModel {
         let s = self.inner.sched.server(ServerId(server as u32));
         (s.consumed, s.throttle_count)
     }
+    fn server_migrations(&self, server: usize) -> u64 {
+        self.inner.server_migrations(server)
+    }
     fn drain_events(&mut self, out: &mut Vec<ModelEvent>) {
         self.inner.drain_events(out);
     }

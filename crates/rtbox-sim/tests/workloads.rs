@@ -245,3 +245,40 @@ fn pinned_supply_follows_the_cores_placement() {
     assert!(server(0).supply.iter().all(|w| w.worst.is_none()));
     assert_eq!(server(1).consumed, 250 * MS);
 }
+
+/// The report counts the members moved onto each server. A task of 4 ms every 10 ms in a global
+/// box of 2 ms / 10 ms on each of two CPUs needs both vCPUs every period, so it moves onto
+/// each of them every period; pinned, it stays on one (and gets 2 ms a period).
+#[test]
+fn the_report_counts_members_moved_onto_each_server() {
+    let run = |placement| {
+        let mut b = BoxSpec::new(
+            "g",
+            Interface::PerCpu {
+                budget: 2 * MS,
+                period: 10 * MS,
+            },
+        );
+        b.placement = placement;
+        let tasks = vec![boxed(TaskSpec::periodic("t", 4 * MS, 10 * MS), "g")];
+        let system = System::new(Platform::with_cpus(2), vec![b], tasks).unwrap();
+        let opts = SimOptions {
+            duration: 100 * MS,
+            model: ModelKind::Rtbox,
+            ..SimOptions::default()
+        };
+        simulate(&system, &opts).unwrap().servers
+    };
+    let global = run(rtbox_model::Placement::Global);
+    assert_eq!(global.len(), 2);
+    for s in &global {
+        assert!(
+            (9..=10).contains(&s.migrations),
+            "{}: {} members moved in over 10 periods",
+            s.name,
+            s.migrations
+        );
+    }
+    let pinned = run(rtbox_model::Placement::Pinned);
+    assert!(pinned.iter().all(|s| s.migrations == 0), "{pinned:?}");
+}
