@@ -103,7 +103,7 @@ pub fn loop_cpu(next_exhaustion: Option<u32>, quiet: &[u32], current: Option<u32
 /// CPU 0, three interleaved rounds, docs/benchmarks-runtime.md, "The loop sleeps on its
 /// servers' CPU"): 200 us / 1 ms 0.043-0.050 CPU against 0.067-0.080, 2 ms / 10 ms
 /// 0.011-0.012 against 0.013-0.016. With servers on two CPUs the loop would move at every step,
-/// and that cost more than the kicks (0.028-0.035 against 0.021-0.023).
+/// and that cost more than the kicks (0.027-0.035 against 0.021-0.023).
 pub fn home_cpu(server_cpus: impl IntoIterator<Item = u32>) -> Option<u32> {
     let mut cpus = server_cpus.into_iter();
     let first = cpus.next()?;
