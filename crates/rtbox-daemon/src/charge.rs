@@ -75,6 +75,12 @@ impl MemberCharge {
         steal
     }
 
+    /// The perf figure of the last pair: a member whose clock still reads it has not run
+    /// since, so a new pair would find the same kernel figure and no steal.
+    pub fn paired_perf(&self) -> Option<u64> {
+        self.exact.map(|(p, _)| p)
+    }
+
     /// Steal found so far, ns.
     pub fn stolen(&self) -> u64 {
         self.stolen
@@ -113,6 +119,18 @@ mod tests {
         assert_eq!(c.advance(4_000_000), 2_000_000);
         assert_eq!(c.reconcile(4_000_000, 3_718_000), 0);
         assert_eq!(c.stolen(), 282_000);
+    }
+
+    #[test]
+    fn the_last_pair_is_remembered_by_its_perf_figure() {
+        let mut c = MemberCharge::new(0);
+        assert_eq!(c.paired_perf(), None, "no pair yet");
+        c.reconcile(0, 0);
+        c.advance(5_000);
+        c.reconcile(5_000, 5_000);
+        assert_eq!(c.paired_perf(), Some(5_000));
+        // Not run since: the same pair again would find nothing.
+        assert_eq!(c.reconcile(5_000, 5_000), 0);
     }
 
     #[test]

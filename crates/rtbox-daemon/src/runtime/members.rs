@@ -34,6 +34,38 @@ pub(super) const THAW_GRACE: Nanos = 2_000_000;
 /// How often a blocked member's charge is reconciled with the kernel's accounting.
 const PAIR_EVERY: Nanos = 20_000_000;
 
+/// Perf sensor: how many members last seen asleep, whose clocks have not moved since, a step
+/// reads from `/proc/<tid>/stat`, in turn (a box of up to this many is read whole at every
+/// step, as before). A sleeper that wakes runs, its clock moves and it is read at once, unless
+/// a higher band holds its CPU: only then is it seen late, after its turn. The read of every
+/// member was most of the perf loop's CPU with sleeping members (`do_task_stat`, 56 % of the
+/// daemon's samples with 200 sleepers), and the loop, above every member, took the box's busy
+/// member's share (issue 14).
+const ASLEEP_READS: usize = 16;
+
+/// The stat reads of sleepers left in this step, and where the next step's turn begins.
+#[derive(Debug)]
+struct AsleepReads {
+    left: usize,
+    last: Option<i32>,
+}
+
+impl AsleepReads {
+    fn new(left: usize) -> Self {
+        AsleepReads { left, last: None }
+    }
+
+    /// Whether sleeper `tid` is read now (and counts it).
+    fn take(&mut self, tid: i32) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        self.last = Some(tid);
+        true
+    }
+}
+
 /// How often the /proc membership scan runs when the BPF sensor's events cover membership
 /// ([`Members::scan`]; sooner when the sensor lost events).
 pub const PROC_SCAN: Nanos = 10_000_000_000;
@@ -76,7 +108,7 @@ pub struct Member {
     pub last_server: Option<ServerId>,
     pub applied: Option<Applied>,
     pub ready: bool,
-    /// Its stat file kept open (state polled every step without reopening).
+    /// Its stat file kept open (state polled without reopening).
     stat: Option<procfs::StatFile>,
     /// Its own (policy, RT priority) as the last stat read showed them.
     pub own_policy: Option<(u32, u32)>,
@@ -145,9 +177,16 @@ impl Member {
                 .is_some_and(|a| !a.frozen && !a.cpus.is_empty())
     }
 
-    /// Its [`MemberClock::idle_mark`] now (`None`: no clock, or it may have run).
+    /// Its [`MemberClock::idle_mark`] now (`None`: no clock, or it may have run). With perf,
+    /// its clock's last reading while the loop last saw it not ready: a sleeper's reading
+    /// moves only when it runs. (The drift check read two system calls per member every 4 ms
+    /// with perf, a sixth of the loop's CPU with 500 sleeping members.)
     fn idle_mark(&self) -> Option<u64> {
-        self.clock.as_ref().and_then(MemberClock::idle_mark)
+        match &self.clock {
+            Some(MemberClock::Perf(_)) => (!self.ready).then_some(self.charge.last()),
+            Some(c) => c.idle_mark(),
+            None => None,
+        }
     }
 
     /// Not placed yet: the local priority of a policy it set itself since its join's record
@@ -185,20 +224,26 @@ impl Member {
 
     /// Whether it should count as runnable now: frozen (a frozen thread reads as sleeping but
     /// wants to run), thawed but not yet seen running (its wake-up may still wait on its idle
-    /// vCPU while /proc shows it sleeping), or runnable by /proc.
-    fn runnable(&mut self, tid: i32, now: Nanos) -> bool {
+    /// vCPU while /proc shows it sleeping), or runnable by /proc. `ran`: its clock moved since
+    /// the last look (or it has none). Not read: one frozen asleep (it cannot wake before its
+    /// thaw), and one last seen asleep that has not run since, when `asleep` has no read left.
+    fn runnable(&mut self, tid: i32, now: Nanos, ran: bool, asleep: &mut AsleepReads) -> bool {
         let thawing = self
             .thawed_at
             .is_some_and(|t| now.saturating_sub(t) < THAW_GRACE);
-        self.frozen_ready()
-            || thawing
-            || match self.stat.as_mut() {
-                Some(f) => f.sample().is_some_and(|s| {
-                    self.own_policy = s.policy;
-                    s.runnable()
-                }),
-                None => procfs::stat(tid).map(|s| s.runnable()).unwrap_or(false),
-            }
+        if self.frozen_ready() || thawing {
+            return true;
+        }
+        if self.frozen() || (!ran && !self.ready && !asleep.take(tid)) {
+            return false;
+        }
+        match self.stat.as_mut() {
+            Some(f) => f.sample().is_some_and(|s| {
+                self.own_policy = s.policy;
+                s.runnable()
+            }),
+            None => procfs::stat(tid).map(|s| s.runnable()).unwrap_or(false),
+        }
     }
 }
 
@@ -213,6 +258,7 @@ fn charge_one(
     now: Nanos,
     mono: u64,
     own_change: &mut bool,
+    asleep: &mut AsleepReads,
 ) {
     if let Some(MemberClock::Bpf(r)) = &m.clock {
         let reading = r.read(mono);
@@ -220,8 +266,10 @@ fn charge_one(
         return;
     }
     let frozen = m.frozen();
+    let mut ran = true;
     if let Some(v) = m.clock.as_ref().and_then(|c| c.read().ok()) {
         let d = m.charge.advance(v);
+        ran = d > 0;
         if d > 0 {
             if m.thawed_at.is_some() && m.perf_thaw_taken() {
                 m.thawed_at = None;
@@ -235,7 +283,11 @@ fn charge_one(
         } else {
             !m.ready && now.saturating_sub(m.paired_at) >= PAIR_EVERY
         };
-        if due {
+        // A member that has not run since its last pair would give the same pair: no read.
+        if due && m.charge.paired_perf() == Some(v) {
+            m.paired_at = now;
+            m.paired_frozen = frozen;
+        } else if due {
             if let Some(steal) = m.take_pair(v) {
                 m.paired_at = now;
                 m.paired_frozen = frozen;
@@ -256,8 +308,13 @@ fn charge_one(
     if !frozen {
         m.paired_frozen = false;
     }
-    let ready = m.runnable(tid, now);
+    let ready = m.runnable(tid, now, ran, asleep);
     *own_change |= localprio::own_change(m.own_policy, m.applied.as_ref(), m.joined_policy);
+    set_ready(m, sched, now, ready);
+}
+
+/// Tells the core a perf member's readiness when it changed.
+fn set_ready(m: &mut Member, sched: &mut Scheduler, now: Nanos, ready: bool) {
     if ready != m.ready {
         m.ready = ready;
         let _ = if ready {
@@ -410,6 +467,9 @@ pub struct Members {
     pub changes: u64,
     /// Members at rest and the others (BPF sensor): whom the step visits (`rest.rs`).
     pub rest: Rest,
+    /// Perf sensor: the tid from which the next step's stat reads of sleepers go in turn
+    /// ([`ASLEEP_READS`]).
+    asleep_turn: i32,
 }
 
 impl Members {
@@ -432,6 +492,7 @@ impl Members {
             own_change: false,
             changes: 0,
             rest: Rest::default(),
+            asleep_turn: 0,
         }
     }
 
@@ -816,8 +877,18 @@ impl Members {
             self.charge_visited(sched, now, mono, &dirty);
             return;
         }
-        for (tid, m) in self.by_tid.iter_mut() {
-            charge_one(*tid, m, sched, now, mono, &mut self.own_change);
+        // Perf: the sleepers' reads go in turn from where the last step's ended.
+        let mut asleep = AsleepReads::new(ASLEEP_READS);
+        let from = self.asleep_turn;
+        let own = &mut self.own_change;
+        for (tid, m) in self.by_tid.range_mut(from..) {
+            charge_one(*tid, m, sched, now, mono, own, &mut asleep);
+        }
+        for (tid, m) in self.by_tid.range_mut(..from) {
+            charge_one(*tid, m, sched, now, mono, own, &mut asleep);
+        }
+        if let Some(t) = asleep.last {
+            self.asleep_turn = t + 1;
         }
     }
 
@@ -827,7 +898,8 @@ impl Members {
         let mono = rtbox_bpf::now_ns();
         for tid in tids {
             if let Some(m) = self.by_tid.get_mut(tid) {
-                charge_one(*tid, m, sched, at, mono, &mut self.own_change);
+                let mut asleep = AsleepReads::new(usize::MAX);
+                charge_one(*tid, m, sched, at, mono, &mut self.own_change, &mut asleep);
             }
         }
     }
@@ -835,6 +907,8 @@ impl Members {
     /// The charge with a fresh rest table: resting members the sensor marked (stirred when
     /// they became ready), then every active member.
     fn charge_visited(&mut self, sched: &mut Scheduler, now: Nanos, mono: u64, dirty: &[u32]) {
+        // (BPF clocks: no stat reads to ration.)
+        let mut every = AsleepReads::new(usize::MAX);
         for &tid in dirty {
             let tid = tid as i32;
             let Some(m) = self.by_tid.get_mut(&tid) else {
@@ -843,14 +917,14 @@ impl Members {
             if !self.rest.is_resting(tid) {
                 continue;
             }
-            charge_one(tid, m, sched, now, mono, &mut self.own_change);
+            charge_one(tid, m, sched, now, mono, &mut self.own_change, &mut every);
             if m.ready {
                 self.rest.stir(tid, &m.box_name);
             }
         }
         for tid in self.rest.active() {
             if let Some(m) = self.by_tid.get_mut(tid) {
-                charge_one(*tid, m, sched, now, mono, &mut self.own_change);
+                charge_one(*tid, m, sched, now, mono, &mut self.own_change, &mut every);
             }
         }
         #[cfg(debug_assertions)]
@@ -1366,6 +1440,21 @@ mod tests {
             sched,
             TestDir(dir),
         )
+    }
+
+    #[test]
+    fn sleepers_are_read_in_turn_up_to_the_budget() {
+        let mut a = AsleepReads::new(2);
+        assert!(a.take(10));
+        assert!(a.take(11));
+        assert!(!a.take(12), "the third sleeper waits for the next step");
+        assert_eq!(a.last, Some(11), "the next step's turn begins after 11");
+        let mut none = AsleepReads::new(0);
+        assert!(!none.take(1));
+        assert_eq!(
+            none.last, None,
+            "a step that read no sleeper keeps the turn"
+        );
     }
 
     #[test]
