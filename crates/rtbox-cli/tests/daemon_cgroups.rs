@@ -483,6 +483,13 @@ fn podman_containers_by_name_get_their_share_and_keep_their_cgroups() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // It may have joined while still `runc init` (Go, several threads) before its exec of the
+    // container's `sh`: its threads are compared once the exec is done.
+    wait_for(
+        Duration::from_secs(5),
+        "the restarted container's exec",
+        || std::fs::read_to_string(format!("/proc/{new_pid}/comm")).is_ok_and(|c| c.trim() == "sh"),
+    );
     let before: Vec<(i32, Vec<(i32, String)>)> = vec![
         (new_pid, {
             // Its lines before rtbox: the v2 line without the stop group.

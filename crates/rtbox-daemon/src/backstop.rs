@@ -735,7 +735,9 @@ mod tests {
             return None;
         }
         match TaskClock::open(sched::gettid()) {
-            Ok(c) => Some(MemberClock::Perf(Arc::new(c))),
+            Ok(c) => Some(MemberClock::Perf(Arc::new(
+                crate::runtime::sensor::PerfClock::new(c, None),
+            ))),
             Err(e) => {
                 eprintln!("skipping: perf task clock unavailable here ({e})");
                 None

@@ -674,3 +674,79 @@ fn equal_members_of_a_global_box_keep_their_own_vcpu() {
     // them; a late step may still move one now and then.
     assert!(migrations <= 15, "{migrations} migrations");
 }
+
+/// Issue 14: with the perf sensor, sleeping members are watched, not read, frozen or decided
+/// at every step; one that wakes while its box is spent must still be stopped at once. A box
+/// of 2 ms / 20 ms on CPU 1 holds a hog, 40 sleepers (each read by a stat only every ~20 steps)
+/// and a napper that wakes every 15 ms and burns a few ms: all its runs come out of the box's
+/// 0.1 CPU. Unseen until its turn, the napper alone would take ~0.2 CPU more.
+#[test]
+fn with_perf_a_watched_sleeper_that_wakes_is_stopped_at_once() {
+    let Some(_g) = serial("with_perf_a_watched_sleeper_that_wakes_is_stopped_at_once") else {
+        return;
+    };
+    let _loop = AsLoop::raise();
+    let mut rt = box_a_on_cpu_1(
+        2_000_000,
+        20_000_000,
+        RuntimeOptions {
+            state_file: state_file("perfwatch"),
+            sensor: rtbox_daemon::runtime::sensor::SensorChoice::Perf,
+            perf_watch: true,
+            ..RuntimeOptions::default()
+        },
+    );
+    let hog = spawn_hog().expect("spawn");
+    rt.attach("A", Target::Pid(hog.pid())).expect("attach hog");
+    let mut sleepers: Vec<std::process::Child> = (0..40)
+        .map(|_| Command::new("sleep").arg("100").spawn().expect("sleep"))
+        .collect();
+    for s in &sleepers {
+        rt.attach("A", Target::Pid(s.id() as i32))
+            .expect("attach sleeper");
+    }
+    // One process that never forks (a fork is a join, and a join makes the next step visit
+    // every member, which would find the napper without its watch).
+    let mut napper = Command::new("perl")
+        .args([
+            "-e",
+            "while (1) { select(undef, undef, undef, 0.015); for ($i = 0; $i < 100000; $i++) {} }",
+        ])
+        .spawn()
+        .expect("napper (perl)");
+    let napper_pid = napper.id() as i32;
+    rt.attach("A", Target::Pid(napper_pid))
+        .expect("attach napper");
+    // The loop's own sleep: woken by the watch when a watched member runs.
+    let run = |rt: &mut Runtime, d: Duration| {
+        let t0 = Instant::now();
+        while t0.elapsed() < d {
+            let now = rt.now();
+            rt.step(now);
+            let next = rt.next_wakeup(now);
+            rt.wait_until(next);
+        }
+    };
+    run(&mut rt, Duration::from_millis(500));
+    // The hog and the napper, by the kernel.
+    let hog_pid = hog.pid();
+    let box_ns = || schedstat_ns(hog_pid) + schedstat_ns(napper_pid);
+    let (b0, t0) = (box_ns(), Instant::now());
+    run(&mut rt, Duration::from_millis(1500));
+    let share = box_ns().saturating_sub(b0) as f64 / t0.elapsed().as_nanos() as f64;
+    let watching = rt.perf_watching();
+    rt.shutdown();
+    let _ = napper.kill();
+    let _ = napper.wait();
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    drop(hog);
+    eprintln!("box of 0.1 CPU with a napper and 40 sleepers (perf): {share:.4} CPU; {watching} members watched");
+    assert!(watching >= 30, "the sleepers were not watched ({watching})");
+    // 0.1 reserved; the napper's wake-ups on the spent box are stopped within the loop's
+    // wake-up (~0.1-0.5 ms each, ~66 a second): at most ~0.03 more. Unseen runs add ~0.2.
+    assert!(share < 0.16, "the box took {share:.4} CPU of its 0.1");
+    assert!(share > 0.06, "the box got {share:.4} CPU of its 0.1");
+}

@@ -24,7 +24,32 @@ struct RawPerfAttr {
 
 const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+const PERF_COUNT_SW_DUMMY: u64 = 9;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+/// `perf_event_attr.watermark` (bit 14): wake pollers by bytes written (`wakeup_watermark`).
+const ATTR_WATERMARK: u64 = 1 << 14;
+/// `perf_event_attr.context_switch` (bit 26): a record at each switch of the thread.
+const ATTR_CONTEXT_SWITCH: u64 = 1 << 26;
+
+/// Opens a perf event of thread `tid` on any CPU (`op` names the call in errors).
+fn open_event(attr: &RawPerfAttr, tid: i32, op: &'static str) -> Result<OwnedFd, LinuxError> {
+    // SAFETY: attr is a valid perf_event_attr of the size it states.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const RawPerfAttr,
+            tid,
+            -1i32,
+            -1i32,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(LinuxError::last(op, tid));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
 
 /// An open task-clock counter on one thread.
 #[derive(Debug)]
@@ -42,22 +67,7 @@ impl TaskClock {
             config: PERF_COUNT_SW_TASK_CLOCK,
             ..Default::default()
         };
-        // SAFETY: attr is a valid perf_event_attr of the stated size.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const RawPerfAttr,
-                tid,
-                -1i32,
-                -1i32,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(LinuxError::last("perf_event_open", tid));
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let fd = open_event(&attr, tid, "perf_event_open")?;
         Ok(TaskClock { fd, tid })
     }
 
@@ -80,6 +90,197 @@ impl TaskClock {
 
     pub fn tid(&self) -> i32 {
         self.tid
+    }
+}
+
+/// Wakes a poller when one thread is switched in: a per-thread dummy event that writes a
+/// context switch record (Linux 4.3) at each switch of the thread into a one-page ring, and
+/// wakes pollers of its descriptor at every byte written. The perf sensor watches its sleeping
+/// members with it, so that one that runs is seen at once without reading every member's clock
+/// at every step (issue 14). Hand-written beside [`TaskClock`] (same attribute, one mapping,
+/// no record is ever parsed: only the wake-up counts).
+#[derive(Debug)]
+pub struct SwitchIn {
+    fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+    tid: i32,
+}
+
+// SAFETY: the mapping is owned by the value; its tail is written through atomics only.
+unsafe impl Send for SwitchIn {}
+unsafe impl Sync for SwitchIn {}
+
+impl SwitchIn {
+    /// Watches thread `tid`'s switches.
+    pub fn open(tid: i32) -> Result<Self, LinuxError> {
+        let attr = RawPerfAttr {
+            type_: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<RawPerfAttr>() as u32,
+            config: PERF_COUNT_SW_DUMMY,
+            flags: ATTR_CONTEXT_SWITCH | ATTR_WATERMARK,
+            // `wakeup_watermark` (a union with `wakeup_events`): wake at every record.
+            wakeup_events: 1,
+            ..Default::default()
+        };
+        let fd = open_event(&attr, tid, "perf_event_open(switches)")?;
+        let len = 2 * page_size();
+        // SAFETY: a shared mapping of the event's ring: one header page, one data page.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(LinuxError::last("mmap(perf switch records)", tid));
+        }
+        Ok(SwitchIn {
+            fd,
+            base: base as *mut u8,
+            len,
+            tid,
+        })
+    }
+
+    /// The descriptor to poll: readable after a switch of the thread.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// `data_head` and `data_tail` of `struct perf_event_mmap_page` (offsets 1024 and 1032).
+    fn head_tail(&self) -> (&std::sync::atomic::AtomicU64, &std::sync::atomic::AtomicU64) {
+        // SAFETY: both lie 8-byte aligned in the mapped header page; the kernel writes the
+        // head, we write the tail.
+        unsafe {
+            (
+                &*(self.base.add(1024) as *const std::sync::atomic::AtomicU64),
+                &*(self.base.add(1032) as *const std::sync::atomic::AtomicU64),
+            )
+        }
+    }
+
+    /// Drops the records written so far, so that the ring has room for the next one (a full
+    /// ring writes nothing and wakes nobody) and [`SwitchIn::ran`] starts from now.
+    pub fn clear(&self) {
+        use std::sync::atomic::Ordering;
+        let (head, tail) = self.head_tail();
+        tail.store(head.load(Ordering::Acquire), Ordering::Release);
+    }
+
+    /// Whether the thread was switched since the last [`SwitchIn::clear`]: read from the
+    /// mapped ring, no system call.
+    pub fn ran(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let (head, tail) = self.head_tail();
+        head.load(Ordering::Acquire) != tail.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for SwitchIn {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `open`, unmapped once.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// The threads whose [`SwitchIn`] is armed, on one epoll descriptor the loop sleeps on: it
+/// becomes readable when one of them runs. Which one, the loop reads from each ring
+/// ([`SwitchIn::ran`]): a perf descriptor's readiness is taken by the first poll of it, and
+/// the poll of the epoll descriptor that wakes the loop is that first poll. Each fires once
+/// (`EPOLLONESHOT`) and is disarmed when seen, so a member that then keeps running wakes
+/// nobody.
+#[derive(Debug)]
+pub struct SwitchWatch {
+    epoll: nix::sys::epoll::Epoll,
+}
+
+impl SwitchWatch {
+    pub fn new() -> Result<Self, LinuxError> {
+        use nix::sys::epoll::{Epoll, EpollCreateFlags};
+        Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+            .map(|epoll| SwitchWatch { epoll })
+            .map_err(|e| LinuxError::Syscall {
+                op: "epoll_create1",
+                tid: -1,
+                errno: e as i32,
+            })
+    }
+
+    /// The descriptor to sleep on: readable after an armed thread ran.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.epoll.0.as_fd()
+    }
+
+    /// Arms `w`: from now, a switch of its thread makes [`SwitchIn::ran`] true and the watch
+    /// readable (once: `EPOLLONESHOT`).
+    pub fn arm(&self, w: &SwitchIn) -> Result<(), LinuxError> {
+        use nix::sys::epoll::{EpollEvent, EpollFlags};
+        w.clear();
+        let flags = EpollFlags::EPOLLIN | EpollFlags::EPOLLONESHOT;
+        let mut ev = EpollEvent::new(flags, w.tid as u64);
+        let r = match self.epoll.add(w.fd(), ev) {
+            Err(nix::errno::Errno::EEXIST) => self.epoll.modify(w.fd(), &mut ev),
+            r => r,
+        };
+        r.map_err(|e| LinuxError::Syscall {
+            op: "epoll_ctl",
+            tid: w.tid,
+            errno: e as i32,
+        })
+    }
+
+    /// The threads whose event hung up (the thread exited, or an `execve` by another thread
+    /// of its process replaced it): epoll reports a hang-up whatever the mask, and it stays
+    /// readable, so each must leave the watch ([`SwitchWatch::disarm`]) or the loop's sleep
+    /// returns at once for ever. Without waiting.
+    pub fn hung_up(&self) -> Vec<i32> {
+        use nix::sys::epoll::{EpollEvent, EpollFlags, EpollTimeout};
+        let mut out = Vec::new();
+        let mut evs = [EpollEvent::empty(); 64];
+        while let Ok(n) = self.epoll.wait(&mut evs, EpollTimeout::ZERO) {
+            out.extend(
+                evs[..n]
+                    .iter()
+                    .filter(|e| {
+                        e.events()
+                            .intersects(EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR)
+                    })
+                    .map(|e| e.data() as i32),
+            );
+            if n < evs.len() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Disarms `w`: it leaves the watch (a registered descriptor still reports errors and
+    /// hang-ups whatever its mask, and a wake-up of its queue made the watch readable).
+    pub fn disarm(&self, w: &SwitchIn) {
+        let _ = self.epoll.delete(w.fd());
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
     }
 }
 
@@ -112,5 +313,122 @@ mod tests {
             "more CPU than wall time: {} > {wall}",
             b - a
         );
+    }
+
+    /// Whether `fd` is readable within `ms`.
+    fn readable(fd: std::os::fd::BorrowedFd<'_>, ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    }
+
+    /// A thread asleep since before the watch opened wakes its poller at its first switch in,
+    /// and after a clear at its next one; while it sleeps, nothing wakes the poller.
+    #[test]
+    fn a_sleeper_that_runs_wakes_the_poller() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            tx.send(crate::sched::gettid()).unwrap();
+            for _ in 0..2 {
+                go_rx.recv().unwrap();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let w = match SwitchIn::open(tid) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("skipping: perf switch records unavailable here ({e})");
+                go_tx.send(()).unwrap();
+                go_tx.send(()).unwrap();
+                sleeper.join().unwrap();
+                return;
+            }
+        };
+        assert!(!readable(w.fd(), 50), "asleep: no wake-up");
+        go_tx.send(()).unwrap();
+        assert!(readable(w.fd(), 500), "the first run woke the poller");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        w.clear();
+        // Drain the poll state left by the first run's records.
+        let _ = readable(w.fd(), 0);
+        assert!(!readable(w.fd(), 50), "asleep again: no wake-up");
+        go_tx.send(()).unwrap();
+        assert!(readable(w.fd(), 500), "the second run woke the poller");
+        sleeper.join().unwrap();
+    }
+
+    /// An armed thread wakes the watch when it runs, and shows it in its ring; disarmed, it
+    /// wakes it no more.
+    #[test]
+    fn an_armed_thread_fires_once() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            tx.send(crate::sched::gettid()).unwrap();
+            for _ in 0..2 {
+                go_rx.recv().unwrap();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        let finish = |go: std::sync::mpsc::Sender<()>| {
+            let _ = go.send(());
+            let _ = go.send(());
+        };
+        let (w, watch) = match (SwitchIn::open(tid), SwitchWatch::new()) {
+            (Ok(w), Ok(watch)) => (w, watch),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("skipping: perf switch records unavailable here ({e})");
+                finish(go_tx);
+                sleeper.join().unwrap();
+                return;
+            }
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        watch.arm(&w).unwrap();
+        assert!(!readable(watch.fd(), 50), "asleep: the watch stays quiet");
+        assert!(!w.ran());
+        go_tx.send(()).unwrap();
+        assert!(readable(watch.fd(), 500), "its run woke the watch");
+        assert!(w.ran());
+        watch.disarm(&w);
+        go_tx.send(()).unwrap();
+        assert!(!readable(watch.fd(), 50), "disarmed: quiet");
+        sleeper.join().unwrap();
+    }
+
+    /// A watched thread that exits hangs its event up: the watch names it.
+    #[test]
+    fn an_exited_thread_hangs_up() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(crate::sched::gettid()).unwrap();
+            go_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        let (w, watch) = match (SwitchIn::open(tid), SwitchWatch::new()) {
+            (Ok(w), Ok(watch)) => (w, watch),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("skipping: perf switch records unavailable here ({e})");
+                go_tx.send(()).unwrap();
+                t.join().unwrap();
+                return;
+            }
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        watch.arm(&w).unwrap();
+        assert!(watch.hung_up().is_empty(), "alive and asleep");
+        go_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert!(readable(watch.fd(), 500), "the exit woke the watch");
+        assert_eq!(watch.hung_up(), vec![tid]);
+        watch.disarm(&w);
+        assert!(!readable(watch.fd(), 50), "gone from the watch: quiet");
     }
 }

@@ -38,18 +38,27 @@ impl Runtime {
                 (Some(_), None) => deadline.min(gap_end),
                 _ => deadline,
             };
-            let sensor = super::sensor::wake_fd(self.sensor.as_ref());
+            // The BPF sensor's ring buffer, or the perf loop's watch of sleeping members: a
+            // member that runs wakes the loop (there is at most one of the two).
+            let sensor = super::sensor::wake_fd(self.sensor.as_ref())
+                .or_else(|| self.members.switch_watch.as_ref().map(|w| w.fd()));
             let events = self.members.events_fd();
             let (has_sensor, has_events) = (sensor.is_some(), events.is_some());
             let fds: Vec<_> = sensor.into_iter().chain(events).chain(requests).collect();
             let woke = self.guard.sleep_until(until, &fds);
+            let woke_at = |i: usize| woke.extra.get(i) == Some(&true);
+            let sensor_woke = has_sensor && woke_at(0);
+            // Perf's watch: one of the watched sleepers ran (`Members::charge`). Noted whatever
+            // else woke the loop: this poll took the watch's readiness (a perf descriptor's is
+            // taken by the first poll), so the next sleep would not return for it.
+            if sensor_woke && self.sensor.is_none() {
+                self.members.watch_woke = true;
+            }
             // A backstop stop: the step takes its report now (before, the wake-up was drained
             // and the loop slept on to its own fallback, 0.3-0.4 ms later, a wake-up more).
             if woke.backstop {
                 return;
             }
-            let woke_at = |i: usize| woke.extra.get(i) == Some(&true);
-            let sensor_woke = has_sensor && woke_at(0);
             let events_woke = has_events && woke_at(usize::from(has_sensor));
             let request_woke =
                 requests.is_some() && woke_at(usize::from(has_sensor) + usize::from(has_events));

@@ -24,6 +24,7 @@ use super::rtgrants::{self, RtGrants};
 use super::sensor::MemberClock;
 use super::stops::Stops;
 use crate::charge::MemberCharge;
+use rtbox_linux::perf::SwitchWatch;
 
 /// How long a member the loop thawed counts as ready without being seen running. A thaw wakes
 /// the thread at once, but on an idle vCPU the wake-up waits until the host runs that vCPU
@@ -34,14 +35,14 @@ pub(super) const THAW_GRACE: Nanos = 2_000_000;
 /// How often a blocked member's charge is reconciled with the kernel's accounting.
 const PAIR_EVERY: Nanos = 20_000_000;
 
-/// Perf sensor: how many members last seen asleep, whose clocks have not moved since, a step
-/// reads from `/proc/<tid>/stat`, in turn (a box of up to this many is read whole at every
-/// step, as before). A sleeper that wakes runs, its clock moves and it is read at once, unless
-/// a higher band holds its CPU: only then is it seen late, after its turn. The read of every
-/// member was most of the perf loop's CPU with sleeping members (`do_task_stat`, 56 % of the
-/// daemon's samples with 200 sleepers), and the loop, above every member, took the box's busy
-/// member's share (issue 14).
-const ASLEEP_READS: usize = 16;
+/// Perf sensor: how many members last seen asleep, whose clocks have not moved since (or
+/// watched and not switched in since), a step reads from `/proc/<tid>/stat`, in turn. A
+/// sleeper that wakes runs, and its clock or its watch shows it at once, unless a higher band
+/// holds its CPU: only then is it seen late, at its turn. The read of every member was most of
+/// the perf loop's CPU with sleeping members (`do_task_stat`, 56 % of the daemon's samples with
+/// 200 sleepers), and the loop, above every member, took the box's busy member's share; 16 a
+/// step were still a fifth of it with 500 (issue 14).
+const ASLEEP_READS: usize = 2;
 
 /// The stat reads of sleepers left in this step, and where the next step's turn begins.
 #[derive(Debug)]
@@ -64,6 +65,15 @@ impl AsleepReads {
         self.last = Some(tid);
         true
     }
+}
+
+/// What one step's charge carries from member to member.
+struct Visit<'a> {
+    /// Set when a member's stat shows a policy it set itself.
+    own_change: &'a mut bool,
+    asleep: AsleepReads,
+    /// The perf loop's watch of sleeping members' switches.
+    watch: Option<&'a SwitchWatch>,
 }
 
 /// How often the /proc membership scan runs when the BPF sensor's events cover membership
@@ -237,6 +247,11 @@ impl Member {
         if self.frozen() || (!ran && !self.ready && !asleep.take(tid)) {
             return false;
         }
+        self.stat_runnable(tid)
+    }
+
+    /// Runnable by its `/proc/<tid>/stat` (read now; its own policy noted).
+    fn stat_runnable(&mut self, tid: i32) -> bool {
         match self.stat.as_mut() {
             Some(f) => f.sample().is_some_and(|s| {
                 self.own_policy = s.policy;
@@ -244,6 +259,11 @@ impl Member {
             }),
             None => procfs::stat(tid).map(|s| s.runnable()).unwrap_or(false),
         }
+    }
+
+    /// Perf: watched while it sleeps ([`super::sensor::PerfClock`]); with BPF, never.
+    pub fn watched(&self) -> bool {
+        matches!(&self.clock, Some(MemberClock::Perf(c)) if c.watched())
     }
 }
 
@@ -257,13 +277,25 @@ fn charge_one(
     sched: &mut Scheduler,
     now: Nanos,
     mono: u64,
-    own_change: &mut bool,
-    asleep: &mut AsleepReads,
+    visit: &mut Visit<'_>,
 ) {
     if let Some(MemberClock::Bpf(r)) = &m.clock {
         let reading = r.read(mono);
         super::sensor::charge_bpf(m, reading, sched, now);
         return;
+    }
+    // Perf: a watched member that has not run since its watch was armed reads as charged and
+    // is still asleep, unless it woke and waits for its CPU, which only its turn at a stat read
+    // finds. No read, no decision to change.
+    if let Some(w) = visit.watch.filter(|_| m.watched()) {
+        let ran = matches!(&m.clock, Some(MemberClock::Perf(c)) if c.ran());
+        let woke = ran || (visit.asleep.take(tid) && m.stat_runnable(tid));
+        if !woke {
+            return;
+        }
+        if let Some(MemberClock::Perf(c)) = &m.clock {
+            c.unwatch(w);
+        }
     }
     let frozen = m.frozen();
     let mut ran = true;
@@ -308,9 +340,15 @@ fn charge_one(
     if !frozen {
         m.paired_frozen = false;
     }
-    let ready = m.runnable(tid, now, ran, asleep);
-    *own_change |= localprio::own_change(m.own_policy, m.applied.as_ref(), m.joined_policy);
+    let ready = m.runnable(tid, now, ran, &mut visit.asleep);
+    *visit.own_change |= localprio::own_change(m.own_policy, m.applied.as_ref(), m.joined_policy);
     set_ready(m, sched, now, ready);
+    // Asleep, placed and not frozen: watched from now until it runs.
+    if !m.ready && !m.frozen() && m.applied.is_some() {
+        if let (Some(MemberClock::Perf(c)), Some(w)) = (&m.clock, visit.watch) {
+            c.watch(w, m.charge.last());
+        }
+    }
 }
 
 /// Tells the core a perf member's readiness when it changed.
@@ -470,6 +508,11 @@ pub struct Members {
     /// Perf sensor: the tid from which the next step's stat reads of sleepers go in turn
     /// ([`ASLEEP_READS`]).
     asleep_turn: i32,
+    /// Perf sensor: the watch of sleeping members' switches (`PerfClock`), where the kernel
+    /// gives per-thread switch records; the loop sleeps on it too.
+    pub switch_watch: Option<SwitchWatch>,
+    /// The watch woke the loop (a watched member ran): the step looks at every resting one.
+    pub watch_woke: bool,
 }
 
 impl Members {
@@ -493,6 +536,8 @@ impl Members {
             changes: 0,
             rest: Rest::default(),
             asleep_turn: 0,
+            switch_watch: None,
+            watch_woke: false,
         }
     }
 
@@ -686,13 +731,14 @@ impl Members {
             self.stops.make(&self.layout, tid, &mut self.jstate.groups);
             let local_prio = localprio::local_priority(&s.attr);
             let task = register(sched, tid, box_name, local_prio);
-            let clock = match MemberClock::open(tid, self.sensor.as_ref()) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::warn!(tid, error = %e, "member clock unavailable");
-                    None
-                }
-            };
+            let clock =
+                match MemberClock::open(tid, self.sensor.as_ref(), self.switch_watch.is_some()) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::warn!(tid, error = %e, "member clock unavailable");
+                        None
+                    }
+                };
             let charge = MemberCharge::new(clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
             tracing::debug!(tid, pid = s.pid, box_name, "member joined");
             self.changes += 1;
@@ -738,6 +784,7 @@ impl Members {
         };
         self.changes += 1;
         self.rest.stale();
+        self.unwatch(&m);
         let _ = sched.block(now, m.task);
         if let Some(dir) = self.stops.dir(tid) {
             let _ = rtbox_linux::stopgroup::freeze(dir, false);
@@ -755,11 +802,19 @@ impl Members {
         }
     }
 
+    /// A member leaving: its switches no longer wake the loop.
+    fn unwatch(&self, m: &Member) {
+        if let (Some(MemberClock::Perf(c)), Some(w)) = (&m.clock, &self.switch_watch) {
+            c.unwatch(w);
+        }
+    }
+
     /// Drops an exited member (no restore: the thread is gone) and its journal entry.
     pub fn forget_exited(&mut self, sched: &mut Scheduler, now: Nanos, tid: i32) {
         if let Some(m) = self.by_tid.remove(&tid) {
             self.changes += 1;
             self.rest.stale();
+            self.unwatch(&m);
             let _ = sched.block(now, m.task);
             self.jstate.threads.remove(&tid);
             // Its empty stop group goes now, or at a later scan while the kernel still
@@ -877,17 +932,46 @@ impl Members {
             self.charge_visited(sched, now, mono, &dirty);
             return;
         }
+        // Perf with its watch: the resting members to look at are those that may have run (all
+        // of them, when the watch woke the loop: which one ran is in each one's ring), and a
+        // few in turn for a stat read (a sleeper that woke but waits for its CPU).
+        let woke = std::mem::take(&mut self.watch_woke);
+        // A hung-up event (its thread exited, or an `execve` replaced it) keeps the watch
+        // readable: off the watch, and visited as without it.
+        if let Some(w) = self.switch_watch.as_ref().filter(|_| woke) {
+            for tid in w.hung_up() {
+                if let Some(m) = self.by_tid.get(&tid) {
+                    if let Some(MemberClock::Perf(c)) = &m.clock {
+                        c.hang_up(w);
+                    }
+                    self.rest.stir(tid, &m.box_name);
+                }
+            }
+        }
+        if self.switch_watch.is_some() && !self.rest.is_stale() {
+            let look: Vec<u32> = self
+                .rest
+                .resting_from(self.asleep_turn)
+                .take(if woke { usize::MAX } else { ASLEEP_READS })
+                .map(|t| t as u32)
+                .collect();
+            self.charge_visited(sched, now, mono, &look);
+            return;
+        }
         // Perf: the sleepers' reads go in turn from where the last step's ended.
-        let mut asleep = AsleepReads::new(ASLEEP_READS);
+        let mut visit = Visit {
+            own_change: &mut self.own_change,
+            asleep: AsleepReads::new(ASLEEP_READS),
+            watch: self.switch_watch.as_ref(),
+        };
         let from = self.asleep_turn;
-        let own = &mut self.own_change;
         for (tid, m) in self.by_tid.range_mut(from..) {
-            charge_one(*tid, m, sched, now, mono, own, &mut asleep);
+            charge_one(*tid, m, sched, now, mono, &mut visit);
         }
         for (tid, m) in self.by_tid.range_mut(..from) {
-            charge_one(*tid, m, sched, now, mono, own, &mut asleep);
+            charge_one(*tid, m, sched, now, mono, &mut visit);
         }
-        if let Some(t) = asleep.last {
+        if let Some(t) = visit.asleep.last {
             self.asleep_turn = t + 1;
         }
     }
@@ -898,8 +982,12 @@ impl Members {
         let mono = rtbox_bpf::now_ns();
         for tid in tids {
             if let Some(m) = self.by_tid.get_mut(tid) {
-                let mut asleep = AsleepReads::new(usize::MAX);
-                charge_one(*tid, m, sched, at, mono, &mut self.own_change, &mut asleep);
+                let mut visit = Visit {
+                    own_change: &mut self.own_change,
+                    asleep: AsleepReads::new(usize::MAX),
+                    watch: self.switch_watch.as_ref(),
+                };
+                charge_one(*tid, m, sched, at, mono, &mut visit);
             }
         }
     }
@@ -907,8 +995,17 @@ impl Members {
     /// The charge with a fresh rest table: resting members the sensor marked (stirred when
     /// they became ready), then every active member.
     fn charge_visited(&mut self, sched: &mut Scheduler, now: Nanos, mono: u64, dirty: &[u32]) {
-        // (BPF clocks: no stat reads to ration.)
-        let mut every = AsleepReads::new(usize::MAX);
+        // BPF: no stat reads to ration, no switches to watch. Perf: its resting members' stat
+        // reads go in turn.
+        let mut every = Visit {
+            own_change: &mut self.own_change,
+            asleep: AsleepReads::new(if self.switch_watch.is_some() {
+                ASLEEP_READS
+            } else {
+                usize::MAX
+            }),
+            watch: self.switch_watch.as_ref(),
+        };
         for &tid in dirty {
             let tid = tid as i32;
             let Some(m) = self.by_tid.get_mut(&tid) else {
@@ -917,14 +1014,19 @@ impl Members {
             if !self.rest.is_resting(tid) {
                 continue;
             }
-            charge_one(tid, m, sched, now, mono, &mut self.own_change, &mut every);
-            if m.ready {
+            charge_one(tid, m, sched, now, mono, &mut every);
+            // Perf: one that ran and could not be watched again (it ran on meanwhile) is
+            // visited until a step finds it asleep and watched.
+            if m.ready || (every.watch.is_some() && !m.watched()) {
                 self.rest.stir(tid, &m.box_name);
             }
         }
+        if let Some(t) = every.asleep.last {
+            self.asleep_turn = t + 1;
+        }
         for tid in self.rest.active() {
             if let Some(m) = self.by_tid.get_mut(tid) {
-                charge_one(*tid, m, sched, now, mono, &mut self.own_change, &mut every);
+                charge_one(*tid, m, sched, now, mono, &mut every);
             }
         }
         #[cfg(debug_assertions)]
@@ -938,8 +1040,20 @@ impl Members {
     fn check_resting_unchanged(&self, mono: u64) {
         for tid in self.rest.resting() {
             let m = &self.by_tid[&tid];
+            if let Some(MemberClock::Perf(c)) = &m.clock {
+                // Not switched in since its watch was armed: its clock reads as charged. The
+                // switch record is written at the switch, before the clock can move.
+                let read = m.clock.as_ref().and_then(|c| c.read().ok());
+                assert!(c.watched(), "member {tid} at rest unwatched");
+                assert!(
+                    read.is_none_or(|r| r == m.charge.last()) || c.ran(),
+                    "member {tid} at rest ran unseen: {read:?}, charged {}",
+                    m.charge.last()
+                );
+                continue;
+            }
             let Some(MemberClock::Bpf(reg)) = &m.clock else {
-                panic!("member {tid} at rest without a BPF clock");
+                panic!("member {tid} at rest without a sensor's clock");
             };
             let r = reg.read(mono);
             if r.runtime_ns == m.charge.last() && !r.state.ready() {
@@ -1075,9 +1189,15 @@ impl Members {
 
     /// The members a step looks at: with a fresh rest table the active ones (`rest.rs`),
     /// else all.
+    /// With perf, all but the watched sleepers (perf's members at rest).
     pub fn visited(&self) -> Box<dyn Iterator<Item = (i32, &Member)> + '_> {
         if self.rest.is_stale() {
-            Box::new(self.by_tid.iter().map(|(t, m)| (*t, m)))
+            Box::new(
+                self.by_tid
+                    .iter()
+                    .filter(|(_, m)| !m.watched())
+                    .map(|(t, m)| (*t, m)),
+            )
         } else {
             Box::new(
                 self.rest
@@ -1088,10 +1208,17 @@ impl Members {
         }
     }
 
-    /// The servers resting members are charged to (none while the rest table is stale).
+    /// The servers resting members are charged to (with perf: watched sleepers; with BPF none
+    /// while the rest table is stale).
     pub fn resting_servers(&self) -> Vec<ServerId> {
         if self.rest.is_stale() {
-            Vec::new()
+            let watched: BTreeSet<ServerId> = self
+                .by_tid
+                .values()
+                .filter(|m| m.watched())
+                .filter_map(|m| m.charge_to)
+                .collect();
+            watched.into_iter().collect()
         } else {
             self.rest.servers().collect()
         }

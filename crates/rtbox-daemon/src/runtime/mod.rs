@@ -68,7 +68,8 @@ pub use members::Target;
 pub use periods::ServerStats;
 pub use wakeup::{wakeup_time, MIN_GRANT, MIN_SLEEP};
 
-/// The full /proc scan's interval with the BPF sensor: only a safety net there (the sensor
+/// The full /proc scan's interval with the BPF sensor, or the perf loop with process events
+/// and its watch of sleepers: only a safety net there (the sensor or the proc connector
 /// reports members' forks and exits). At 100 ms a full scan of 500 sleeping members (their
 /// stat, children and policy, ~20 us each) was most of the daemon's CPU (`perf record`).
 pub const BPF_FULL_SCAN: Nanos = 1_000_000_000;
@@ -100,6 +101,10 @@ pub struct RuntimeOptions {
     /// When the loop does not follow: sleep on the servers' CPU when they are all on one
     /// ([`wakeup::home_cpu`], [`wakeup::LoopHome`]).
     pub home: bool,
+    /// With the perf sensor, watch sleeping members' switches so that a step need not read,
+    /// freeze or decide them while they sleep ([`sensor::PerfClock`], where the kernel gives
+    /// per-thread switch records). Default on; `RTBOX_PERF_WATCH=0` turns it off (A/B).
+    pub perf_watch: bool,
     /// Experiments: also measure every period with the kernel's accounting, read while the
     /// members are frozen (one schedstat read per member and replenishment).
     pub audit: bool,
@@ -142,6 +147,7 @@ impl Default for RuntimeOptions {
             bpf_step_cost: LoopCost::BPF.step,
             follow: None,
             home: true,
+            perf_watch: std::env::var("RTBOX_PERF_WATCH").map_or(true, |v| v != "0"),
             audit: false,
             backstop: true,
             priorities: None,
@@ -231,19 +237,20 @@ fn thawing(members: &Members, changes: &[(i32, Option<apply::Applied>)]) -> BTre
         .collect()
 }
 
-/// A member as `bands::decide` sees it; `lazy`: the BPF sensor's rules (asleep members).
+/// A member as `bands::decide` sees it; `bpf`: the BPF sensor's rules (asleep members; with
+/// perf, only a watched member is known asleep).
 fn member_view<'a>(
     tid: i32,
     m: &'a members::Member,
     sched: &Scheduler,
-    lazy: bool,
+    bpf: bool,
 ) -> bands::MemberView<'a> {
     bands::MemberView {
         tid,
         box_name: &m.box_name,
         local_prio: m.local_prio,
         ready: m.ready,
-        asleep: lazy && !m.ready && !m.frozen(),
+        asleep: (bpf || m.watched()) && !m.ready && !m.frozen(),
         placed: sched.placement(m.task),
         last_server: m.last_server,
         applied: m.applied.as_ref(),
@@ -270,7 +277,13 @@ fn keeps_server(m: &members::Member) -> bool {
 /// when its figures move. Its server is then a fixed point of the decision until its box's
 /// live servers change.
 fn restful(m: &members::Member) -> bool {
-    !m.ready && m.placed_asleep() && matches!(m.clock, Some(sensor::MemberClock::Bpf(_)))
+    !m.ready
+        && m.placed_asleep()
+        && match &m.clock {
+            Some(sensor::MemberClock::Bpf(_)) => true,
+            Some(sensor::MemberClock::Perf(c)) => c.watched(),
+            None => false,
+        }
 }
 
 /// Debug builds: the decisions of a step that visited only the active members are the full
@@ -286,10 +299,11 @@ fn check_rest(
     rest: &rest::Rest,
     decisions: &[bands::Decision],
     sched: &Scheduler,
+    bpf: bool,
 ) {
     let all: Vec<_> = members
         .iter()
-        .map(|(t, m)| member_view(*t, m, sched, true))
+        .map(|(t, m)| member_view(*t, m, sched, bpf))
         .collect();
     assert_eq!(rest.len(), members.len(), "rest table out of date");
     assert_eq!(rest.ranks(), &bands::owned_ranks(&all), "local ranks");
@@ -512,6 +526,14 @@ impl Runtime {
         };
         let mut members = Members::new(layout.clone(), journal, events);
         members.sensor = sensor.clone();
+        if sensor.is_none() && opts.perf_watch {
+            match rtbox_linux::perf::SwitchWatch::new() {
+                Ok(w) => members.switch_watch = Some(w),
+                Err(e) => {
+                    tracing::info!(error = %e, "no watch of sleeping members; the perf loop reads every member at every step")
+                }
+            }
+        }
         members.save_journal()?;
         // The backstop freezes, which needs cgroup v2.
         let backstop = if opts.backstop && layout.v2.is_some() {
@@ -1046,7 +1068,11 @@ impl Runtime {
 
     /// The membership scans when due; a release there withdrew every plan: publish again.
     fn scan_members(&mut self, now: Nanos) {
-        let full_scan = if self.sensor.is_some() {
+        // The perf loop that watches its sleepers and has the kernel's process events is in
+        // the same place: membership comes from the events (with 700 sleeping members the
+        // 100 ms scan was 12 % of the daemon's samples).
+        let events_cover = self.members.switch_watch.is_some() && self.members.has_events();
+        let full_scan = if self.sensor.is_some() || events_cover {
             self.opts.full_scan.max(BPF_FULL_SCAN)
         } else {
             self.opts.full_scan
@@ -1116,7 +1142,9 @@ impl Runtime {
                 (b.name, view)
             })
             .collect();
-        let lazy = self.sensor.is_some();
+        // With BPF, or perf watching its sleepers: members at rest are not visited (`rest.rs`).
+        let bpf = self.sensor.is_some();
+        let lazy = bpf || self.members.switch_watch.is_some();
         // Plug-in groups set priorities and vCPUs every step: every member is visited.
         if self.system.boxes().iter().any(|b| b.spec.plugin.is_some()) {
             self.members.rest.stale();
@@ -1133,7 +1161,7 @@ impl Runtime {
         let all: Option<Vec<_>> = full.then(|| {
             members
                 .iter()
-                .map(|(t, m)| member_view(*t, m, sched, lazy))
+                .map(|(t, m)| member_view(*t, m, sched, bpf))
                 .collect()
         });
         let mut ranks = None;
@@ -1160,20 +1188,22 @@ impl Runtime {
         let views: Vec<bands::MemberView<'_>> = all.unwrap_or_else(|| {
             rest.active()
                 .iter()
-                .filter_map(|t| members.get(t).map(|m| member_view(*t, m, sched, lazy)))
+                .filter_map(|t| members.get(t).map(|m| member_view(*t, m, sched, bpf)))
                 .collect()
         });
         let ranks = ranks.as_ref().unwrap_or_else(|| rest.ranks());
         let decisions = bands::decide_ranked(&core, &boxes, ranks, &views);
         #[cfg(debug_assertions)]
         if !full {
-            check_rest(&core, &boxes, members, rest, &decisions, sched);
+            check_rest(&core, &boxes, members, rest, &decisions, sched, bpf);
         }
         drop(views);
         let mut changes = Vec::new();
         for d in decisions {
             let m = self.members.by_tid.get_mut(&d.tid).expect("member");
-            if !(lazy && keeps_server(m)) {
+            // A watched perf member asleep is left as it is, as with BPF.
+            let known_asleep = bpf || m.watched();
+            if !(known_asleep && keeps_server(m)) {
                 if m.charge_to != d.charge_to {
                     if let Some(c) = &m.clock {
                         let global = system
@@ -1194,7 +1224,7 @@ impl Runtime {
                 // member at every throttle and replenishment cost ~8 us per member per step.
                 // A member whose drift the scan found (`correct_drift` leaves it without
                 // CPUs) is put back, asleep or not.
-                let sleeping = lazy && m.placed_asleep();
+                let sleeping = known_asleep && m.placed_asleep();
                 if !sleeping && m.applied.as_ref() != Some(&want) {
                     let was_frozen = m.frozen();
                     changes.push((d.tid, m.applied.replace(want)));
@@ -1474,6 +1504,11 @@ impl Runtime {
     }
 
     /// Per-server view for status and metrics (counters cumulative across box changes).
+    /// Members the perf loop watches while they sleep (`sensor::PerfClock`; 0 with BPF).
+    pub fn perf_watching(&self) -> usize {
+        self.members.by_tid.values().filter(|m| m.watched()).count()
+    }
+
     pub fn server_rows(&self) -> Vec<ServerRow> {
         server_rows(&self.sched, &self.periods, &self.members.by_tid)
     }

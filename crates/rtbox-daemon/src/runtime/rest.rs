@@ -1,7 +1,9 @@
-//! Members at rest (BPF sensor only): asleep, placed, and unchanged since the step that last
-//! decided them. Such a member costs the step nothing:
-//! - its charge is nothing and its readiness stays: the sensor marks every member whose
+//! Members at rest: asleep, placed, and unchanged since the step that last decided them. Such
+//! a member costs the step nothing:
+//! - its charge is nothing and its readiness stays: the BPF sensor marks every member whose
 //!   figures it writes (`rtbox_bpf::Sensor::take_dirty`), and an unmarked one reads as before;
+//!   with perf, a resting member is one whose switches are watched (`sensor::PerfClock`), and
+//!   one not switched in since its watch was armed reads as before;
 //! - its decision changes nothing: a placed member asleep keeps its state and the server it
 //!   is charged to until it wakes (`Runtime::decide`, `keeps_server`). One charged to no
 //!   server (a reclaim member asleep while its box was spent) is decided again when its box's
@@ -171,6 +173,14 @@ impl Rest {
     /// Every resting member.
     pub fn resting(&self) -> impl Iterator<Item = i32> + '_ {
         self.resting.keys().copied()
+    }
+
+    /// Every resting member, in turn from `from` (the first at or after it, then around).
+    pub fn resting_from(&self, from: i32) -> impl Iterator<Item = i32> + '_ {
+        self.resting
+            .range(from..)
+            .chain(self.resting.range(..from))
+            .map(|(t, _)| *t)
     }
 
     /// Members in the table (active and resting).

@@ -6,17 +6,19 @@
 //!   wakes the loop only when a server gains its first or loses its last runnable member, or a
 //!   member forks or exits. The loop sleeps until the core's next timer or such an event: no
 //!   poll, no perf read per member, no /proc read on the hot path.
-//! - `perf`: a perf task clock per member read every step, `/proc/<tid>/stat` for readiness,
-//!   and a poll every 1-4 ms to notice wake-ups and blocks (docs/runtime.md, steps 1, 2, 6).
+//! - `perf`: a perf task clock per member, `/proc/<tid>/stat` for readiness, and a poll every
+//!   1-4 ms to notice wake-ups and blocks (docs/runtime.md, steps 1, 2, 6); a sleeping member
+//!   is watched instead ([`PerfClock`]: its switch-in wakes the loop), not read at every step.
 //!
 //! `auto` takes `bpf` when the program loads (root with BTF), else `perf`.
 
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rtbox_bpf::{Event, Registration, Sensor};
 use rtbox_core::{Scheduler, ServerId};
-use rtbox_linux::perf::TaskClock;
+use rtbox_linux::perf::{SwitchIn, SwitchWatch, TaskClock};
 use rtbox_linux::{procfs, LinuxError};
 use rtbox_model::{LoopCost, Nanos, System};
 
@@ -134,14 +136,94 @@ pub fn slot(server: Option<ServerId>) -> u32 {
 /// A member's CPU clock: its perf task clock, or its figures in the BPF sensor.
 #[derive(Debug, Clone)]
 pub enum MemberClock {
-    Perf(Arc<TaskClock>),
+    Perf(Arc<PerfClock>),
     Bpf(Arc<Registration>),
+}
+
+/// A member's perf task clock, and the watch of its switches (`SwitchIn`, where the kernel
+/// gives it) that lets the perf loop leave it unread, unfrozen and undecided while it sleeps:
+/// armed when a step finds it asleep, it makes the loop's watch readable the moment the
+/// member runs, as the BPF sensor's ring buffer does (issue 14: with 500 sleeping members the
+/// perf loop read, froze and thawed every one of them every period, and took the busy
+/// member's share).
+#[derive(Debug)]
+pub struct PerfClock {
+    clock: TaskClock,
+    switches: Option<SwitchIn>,
+    /// Armed on the loop's watch, asleep since (until a step sees it ran).
+    watched: AtomicBool,
+    /// Its event hung up (the thread exited or was replaced by an `execve`): never watched
+    /// again, read at every step as without the watch.
+    hung_up: AtomicBool,
+}
+
+impl PerfClock {
+    pub fn new(clock: TaskClock, switches: Option<SwitchIn>) -> Self {
+        PerfClock {
+            clock,
+            switches,
+            watched: AtomicBool::new(false),
+            hung_up: AtomicBool::new(false),
+        }
+    }
+
+    /// Watched, and not switched in since it was armed.
+    pub fn asleep(&self) -> bool {
+        self.watched.load(Ordering::Acquire) && !self.ran()
+    }
+
+    pub fn watched(&self) -> bool {
+        self.watched.load(Ordering::Acquire)
+    }
+
+    /// Switched since it was armed (a read of its mapped ring).
+    pub fn ran(&self) -> bool {
+        self.switches.as_ref().is_some_and(SwitchIn::ran)
+    }
+
+    /// Arms its watch on `watch` for a member found asleep with `charged` on its clock; it
+    /// stays watched only if the clock still reads `charged` after the arming (it did not
+    /// run between the look and the arming). Whether it is watched.
+    pub fn watch(&self, watch: &SwitchWatch, charged: u64) -> bool {
+        let Some(sw) = self
+            .switches
+            .as_ref()
+            .filter(|_| !self.hung_up.load(Ordering::Acquire))
+        else {
+            return false;
+        };
+        if watch.arm(sw).is_err() {
+            return false;
+        }
+        if self.clock.read().ok() != Some(charged) {
+            watch.disarm(sw);
+            return false;
+        }
+        self.watched.store(true, Ordering::Release);
+        true
+    }
+
+    /// Its event hung up: off the watch for good.
+    pub fn hang_up(&self, watch: &SwitchWatch) {
+        self.hung_up.store(true, Ordering::Release);
+        self.unwatch(watch);
+    }
+
+    /// Disarms its watch (it ran, or it leaves).
+    pub fn unwatch(&self, watch: &SwitchWatch) {
+        if self.watched.swap(false, Ordering::AcqRel) {
+            if let Some(sw) = &self.switches {
+                watch.disarm(sw);
+            }
+        }
+    }
 }
 
 impl MemberClock {
     /// The member's clock from `sensor` when there is one (starting from the kernel's figure
     /// and readiness in /proc), else its perf task clock.
-    pub fn open(tid: i32, sensor: Option<&Arc<Sensor>>) -> Result<Self, String> {
+    /// `switches`: with perf, also open the watch of its switches ([`PerfClock`]).
+    pub fn open(tid: i32, sensor: Option<&Arc<Sensor>>, switches: bool) -> Result<Self, String> {
         match sensor {
             Some(s) => {
                 let runtime = procfs::SchedstatFile::open(tid)
@@ -154,7 +236,10 @@ impl MemberClock {
                     .map_err(|e| e.to_string())
             }
             None => TaskClock::open(tid)
-                .map(|c| MemberClock::Perf(Arc::new(c)))
+                .map(|c| {
+                    let sw = switches.then(|| SwitchIn::open(tid).ok()).flatten();
+                    MemberClock::Perf(Arc::new(PerfClock::new(c, sw)))
+                })
                 .map_err(|e| e.to_string()),
         }
     }
@@ -162,7 +247,7 @@ impl MemberClock {
     /// CPU time consumed so far, ns.
     pub fn read(&self) -> Result<u64, LinuxError> {
         match self {
-            MemberClock::Perf(c) => c.read(),
+            MemberClock::Perf(c) => c.clock.read(),
             MemberClock::Bpf(r) => Ok(r.runtime_now()),
         }
     }
@@ -174,11 +259,12 @@ impl MemberClock {
         }
     }
 
-    /// Blocked by its own doing, as the BPF sensor saw it last (never with perf: /proc is not
-    /// read here). Such a member is not stopped: it cannot run, and a freeze wakes it.
+    /// Blocked by its own doing, as the BPF sensor saw it last, or (perf) watched and not run
+    /// since its watch was armed. Such a member is not stopped: it cannot run, and a freeze
+    /// wakes it.
     pub fn asleep(&self) -> bool {
         match self {
-            MemberClock::Perf(_) => false,
+            MemberClock::Perf(c) => c.asleep(),
             MemberClock::Bpf(r) => r.read(rtbox_bpf::now_ns()).state == rtbox_bpf::State::Blocked,
         }
     }
