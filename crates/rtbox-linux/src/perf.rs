@@ -153,10 +153,6 @@ impl SwitchIn {
         self.fd.as_fd()
     }
 
-    pub fn tid(&self) -> i32 {
-        self.tid
-    }
-
     /// `data_head` and `data_tail` of `struct perf_event_mmap_page` (offsets 1024 and 1032).
     fn head_tail(&self) -> (&std::sync::atomic::AtomicU64, &std::sync::atomic::AtomicU64) {
         // SAFETY: both lie 8-byte aligned in the mapped header page; the kernel writes the
@@ -326,108 +322,116 @@ mod tests {
         unsafe { libc::poll(&mut p, 1, ms) == 1 }
     }
 
+    /// A thread asleep on a channel that runs once at each [`Parked::run_once`] and ends when
+    /// dropped (or at [`Parked::end`]).
+    struct Parked {
+        tid: i32,
+        go: Option<std::sync::mpsc::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Parked {
+        fn new() -> Self {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (go, go_rx) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                tx.send(crate::sched::gettid()).unwrap();
+                while go_rx.recv().is_ok() {}
+            });
+            Parked {
+                tid: rx.recv().unwrap(),
+                go: Some(go),
+                thread: Some(thread),
+            }
+        }
+
+        fn run_once(&self) {
+            self.go.as_ref().unwrap().send(()).unwrap();
+        }
+
+        /// Lets the thread end, and waits for it.
+        fn end(&mut self) {
+            self.go.take();
+            if let Some(t) = self.thread.take() {
+                t.join().unwrap();
+            }
+        }
+    }
+
+    impl Drop for Parked {
+        fn drop(&mut self) {
+            self.end();
+        }
+    }
+
     /// A thread asleep since before the watch opened wakes its poller at its first switch in,
     /// and after a clear at its next one; while it sleeps, nothing wakes the poller.
     #[test]
     fn a_sleeper_that_runs_wakes_the_poller() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let sleeper = std::thread::spawn(move || {
-            tx.send(crate::sched::gettid()).unwrap();
-            for _ in 0..2 {
-                go_rx.recv().unwrap();
-            }
-        });
-        let tid = rx.recv().unwrap();
+        let sleeper = Parked::new();
         std::thread::sleep(std::time::Duration::from_millis(30));
-        let w = match SwitchIn::open(tid) {
+        let w = match SwitchIn::open(sleeper.tid) {
             Ok(w) => w,
             Err(e) => {
                 eprintln!("skipping: perf switch records unavailable here ({e})");
-                go_tx.send(()).unwrap();
-                go_tx.send(()).unwrap();
-                sleeper.join().unwrap();
                 return;
             }
         };
         assert!(!readable(w.fd(), 50), "asleep: no wake-up");
-        go_tx.send(()).unwrap();
+        sleeper.run_once();
         assert!(readable(w.fd(), 500), "the first run woke the poller");
         std::thread::sleep(std::time::Duration::from_millis(30));
         w.clear();
         // Drain the poll state left by the first run's records.
         let _ = readable(w.fd(), 0);
         assert!(!readable(w.fd(), 50), "asleep again: no wake-up");
-        go_tx.send(()).unwrap();
+        sleeper.run_once();
         assert!(readable(w.fd(), 500), "the second run woke the poller");
-        sleeper.join().unwrap();
+    }
+
+    /// A parked thread's switch records and a watch, or `None` (with the reason printed).
+    fn watched() -> Option<(Parked, SwitchIn, SwitchWatch)> {
+        let sleeper = Parked::new();
+        match (SwitchIn::open(sleeper.tid), SwitchWatch::new()) {
+            (Ok(w), Ok(watch)) => Some((sleeper, w, watch)),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("skipping: perf switch records unavailable here ({e})");
+                None
+            }
+        }
     }
 
     /// An armed thread wakes the watch when it runs, and shows it in its ring; disarmed, it
     /// wakes it no more.
     #[test]
     fn an_armed_thread_fires_once() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let sleeper = std::thread::spawn(move || {
-            tx.send(crate::sched::gettid()).unwrap();
-            for _ in 0..2 {
-                go_rx.recv().unwrap();
-            }
-        });
-        let tid = rx.recv().unwrap();
-        let finish = |go: std::sync::mpsc::Sender<()>| {
-            let _ = go.send(());
-            let _ = go.send(());
-        };
-        let (w, watch) = match (SwitchIn::open(tid), SwitchWatch::new()) {
-            (Ok(w), Ok(watch)) => (w, watch),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("skipping: perf switch records unavailable here ({e})");
-                finish(go_tx);
-                sleeper.join().unwrap();
-                return;
-            }
+        let Some((sleeper, w, watch)) = watched() else {
+            return;
         };
         std::thread::sleep(std::time::Duration::from_millis(20));
         watch.arm(&w).unwrap();
         assert!(!readable(watch.fd(), 50), "asleep: the watch stays quiet");
         assert!(!w.ran());
-        go_tx.send(()).unwrap();
+        sleeper.run_once();
         assert!(readable(watch.fd(), 500), "its run woke the watch");
         assert!(w.ran());
         watch.disarm(&w);
-        go_tx.send(()).unwrap();
+        sleeper.run_once();
         assert!(!readable(watch.fd(), 50), "disarmed: quiet");
-        sleeper.join().unwrap();
     }
 
     /// A watched thread that exits hangs its event up: the watch names it.
     #[test]
     fn an_exited_thread_hangs_up() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            tx.send(crate::sched::gettid()).unwrap();
-            go_rx.recv().unwrap();
-        });
-        let tid = rx.recv().unwrap();
-        let (w, watch) = match (SwitchIn::open(tid), SwitchWatch::new()) {
-            (Ok(w), Ok(watch)) => (w, watch),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("skipping: perf switch records unavailable here ({e})");
-                go_tx.send(()).unwrap();
-                t.join().unwrap();
-                return;
-            }
+        let Some((mut sleeper, w, watch)) = watched() else {
+            return;
         };
         std::thread::sleep(std::time::Duration::from_millis(20));
         watch.arm(&w).unwrap();
         assert!(watch.hung_up().is_empty(), "alive and asleep");
-        go_tx.send(()).unwrap();
-        t.join().unwrap();
+        sleeper.end();
         assert!(readable(watch.fd(), 500), "the exit woke the watch");
-        assert_eq!(watch.hung_up(), vec![tid]);
+        assert_eq!(watch.hung_up(), vec![sleeper.tid]);
         watch.disarm(&w);
         assert!(!readable(watch.fd(), 50), "gone from the watch: quiet");
     }

@@ -21,7 +21,7 @@ use super::error::RuntimeError;
 use super::localprio;
 use super::rest::Rest;
 use super::rtgrants::{self, RtGrants};
-use super::sensor::MemberClock;
+use super::sensor::{MemberClock, PerfClock};
 use super::stops::Stops;
 use crate::charge::MemberCharge;
 use rtbox_linux::perf::SwitchWatch;
@@ -261,9 +261,17 @@ impl Member {
         }
     }
 
-    /// Perf: watched while it sleeps ([`super::sensor::PerfClock`]); with BPF, never.
+    /// Its perf clock and switch watch (`None` with BPF or without a clock).
+    pub fn perf(&self) -> Option<&Arc<PerfClock>> {
+        match &self.clock {
+            Some(MemberClock::Perf(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Perf: watched while it sleeps ([`PerfClock`]); with BPF, never.
     pub fn watched(&self) -> bool {
-        matches!(&self.clock, Some(MemberClock::Perf(c)) if c.watched())
+        self.perf().is_some_and(|c| c.watched())
     }
 }
 
@@ -287,15 +295,12 @@ fn charge_one(
     // Perf: a watched member that has not run since its watch was armed reads as charged and
     // is still asleep, unless it woke and waits for its CPU, which only its turn at a stat read
     // finds. No read, no decision to change.
-    if let Some(w) = visit.watch.filter(|_| m.watched()) {
-        let ran = matches!(&m.clock, Some(MemberClock::Perf(c)) if c.ran());
-        let woke = ran || (visit.asleep.take(tid) && m.stat_runnable(tid));
+    if let (Some(w), Some(c)) = (visit.watch, m.perf().filter(|c| c.watched()).cloned()) {
+        let woke = c.ran() || (visit.asleep.take(tid) && m.stat_runnable(tid));
         if !woke {
             return;
         }
-        if let Some(MemberClock::Perf(c)) = &m.clock {
-            c.unwatch(w);
-        }
+        c.unwatch(w);
     }
     let frozen = m.frozen();
     let mut ran = true;
@@ -345,7 +350,7 @@ fn charge_one(
     set_ready(m, sched, now, ready);
     // Asleep, placed and not frozen: watched from now until it runs.
     if !m.ready && !m.frozen() && m.applied.is_some() {
-        if let (Some(MemberClock::Perf(c)), Some(w)) = (&m.clock, visit.watch) {
+        if let (Some(c), Some(w)) = (m.perf(), visit.watch) {
             c.watch(w, m.charge.last());
         }
     }
@@ -804,7 +809,7 @@ impl Members {
 
     /// A member leaving: its switches no longer wake the loop.
     fn unwatch(&self, m: &Member) {
-        if let (Some(MemberClock::Perf(c)), Some(w)) = (&m.clock, &self.switch_watch) {
+        if let (Some(c), Some(w)) = (m.perf(), &self.switch_watch) {
             c.unwatch(w);
         }
     }
@@ -941,7 +946,7 @@ impl Members {
         if let Some(w) = self.switch_watch.as_ref().filter(|_| woke) {
             for tid in w.hung_up() {
                 if let Some(m) = self.by_tid.get(&tid) {
-                    if let Some(MemberClock::Perf(c)) = &m.clock {
+                    if let Some(c) = m.perf() {
                         c.hang_up(w);
                     }
                     self.rest.stir(tid, &m.box_name);
@@ -980,13 +985,13 @@ impl Members {
     /// figures stopped there (`Runtime::replay_quiet_stops`).
     pub fn charge_these(&mut self, sched: &mut Scheduler, at: Nanos, tids: &[i32]) {
         let mono = rtbox_bpf::now_ns();
+        let mut visit = Visit {
+            own_change: &mut self.own_change,
+            asleep: AsleepReads::new(usize::MAX),
+            watch: self.switch_watch.as_ref(),
+        };
         for tid in tids {
             if let Some(m) = self.by_tid.get_mut(tid) {
-                let mut visit = Visit {
-                    own_change: &mut self.own_change,
-                    asleep: AsleepReads::new(usize::MAX),
-                    watch: self.switch_watch.as_ref(),
-                };
                 charge_one(*tid, m, sched, at, mono, &mut visit);
             }
         }
@@ -997,7 +1002,7 @@ impl Members {
     fn charge_visited(&mut self, sched: &mut Scheduler, now: Nanos, mono: u64, dirty: &[u32]) {
         // BPF: no stat reads to ration, no switches to watch. Perf: its resting members' stat
         // reads go in turn.
-        let mut every = Visit {
+        let mut visit = Visit {
             own_change: &mut self.own_change,
             asleep: AsleepReads::new(if self.switch_watch.is_some() {
                 ASLEEP_READS
@@ -1014,19 +1019,19 @@ impl Members {
             if !self.rest.is_resting(tid) {
                 continue;
             }
-            charge_one(tid, m, sched, now, mono, &mut every);
+            charge_one(tid, m, sched, now, mono, &mut visit);
             // Perf: one that ran and could not be watched again (it ran on meanwhile) is
             // visited until a step finds it asleep and watched.
-            if m.ready || (every.watch.is_some() && !m.watched()) {
+            if m.ready || (visit.watch.is_some() && !m.watched()) {
                 self.rest.stir(tid, &m.box_name);
             }
         }
-        if let Some(t) = every.asleep.last {
+        if let Some(t) = visit.asleep.last {
             self.asleep_turn = t + 1;
         }
         for tid in self.rest.active() {
             if let Some(m) = self.by_tid.get_mut(tid) {
-                charge_one(*tid, m, sched, now, mono, &mut every);
+                charge_one(*tid, m, sched, now, mono, &mut visit);
             }
         }
         #[cfg(debug_assertions)]
@@ -1040,7 +1045,7 @@ impl Members {
     fn check_resting_unchanged(&self, mono: u64) {
         for tid in self.rest.resting() {
             let m = &self.by_tid[&tid];
-            if let Some(MemberClock::Perf(c)) = &m.clock {
+            if let Some(c) = m.perf() {
                 // Not switched in since its watch was armed: its clock reads as charged. The
                 // switch record is written at the switch, before the clock can move.
                 let read = m.clock.as_ref().and_then(|c| c.read().ok());

@@ -279,11 +279,7 @@ fn keeps_server(m: &members::Member) -> bool {
 fn restful(m: &members::Member) -> bool {
     !m.ready
         && m.placed_asleep()
-        && match &m.clock {
-            Some(sensor::MemberClock::Bpf(_)) => true,
-            Some(sensor::MemberClock::Perf(c)) => c.watched(),
-            None => false,
-        }
+        && (matches!(m.clock, Some(sensor::MemberClock::Bpf(_))) || m.watched())
 }
 
 /// Debug builds: the decisions of a step that visited only the active members are the full
