@@ -117,6 +117,14 @@ impl Fig {
         self.every.store(u32::from(every), Ordering::Release);
     }
 
+    /// The server and the every-change flag the daemon set.
+    pub fn placement(&self) -> (u32, bool) {
+        (
+            self.server.load(Ordering::Acquire),
+            self.every.load(Ordering::Acquire) != 0,
+        )
+    }
+
     pub fn set_quiet(&self) {
         self.quiet.store(1, Ordering::Release);
     }

@@ -63,6 +63,9 @@ pub enum Event {
     Fork { tid: u32, pid: u32, parent: u32 },
     /// Member thread `tid` of process `pid` exits.
     Exit { tid: u32, pid: u32 },
+    /// Member thread `old` of process `pid`, not its leader, called exec: it is now thread
+    /// `tid` (the leader's tid; the leader and every other thread exited).
+    Exec { tid: u32, pid: u32, old: u32 },
 }
 
 impl Event {
@@ -83,6 +86,7 @@ impl Event {
                 parent: arg,
             }),
             4 => Some(Event::Exit { tid, pid }),
+            5 => Some(Event::Exec { tid, pid, old: arg }),
             _ => None,
         }
     }
@@ -203,6 +207,12 @@ impl Registration {
             .set_server(server.min(MAX_SERVERS as u32 - 1));
     }
 
+    /// The server slot it is placed on, and whether each of its wake-ups and blocks wakes the
+    /// loop ([`Registration::set_server`], [`Registration::set_every`]).
+    pub fn placement(&self) -> (u32, bool) {
+        self.sensor.shared.fig(self.slot).placement()
+    }
+
     /// Whether each wake-up and block of the member wakes the loop (a global box's member),
     /// not only its server's first and last runnable member.
     pub fn set_every(&self, every: bool) {
@@ -227,7 +237,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.sensor.remove(self.tid);
+        self.sensor.remove(self.tid, self.slot);
     }
 }
 
@@ -362,9 +372,6 @@ impl Sensor {
     fn add(&self, tid: u32, server: u32, runtime_ns: u64, ready: bool) -> Result<u32, SensorError> {
         check_server(server)?;
         let mut slots = self.slots();
-        if slots.of.contains_key(&tid) {
-            return Err(SensorError::Load(format!("thread {tid} registered twice")));
-        }
         let slot = slots
             .free
             .pop()
@@ -387,21 +394,30 @@ impl Sensor {
             slots.free.push(slot);
             return Err(SensorError::Load(format!("members map: {e}")));
         }
-        slots.of.insert(tid, slot);
+        // A registration of `tid` still held (by a backstop's plan) is of a thread that has
+        // gone: its tid now names another thread (a reused tid, or the thread that took its
+        // process leader's tid at an exec). The map names the new slot; the old one is freed
+        // when its last holder lets go, and its marks name nobody.
+        if let Some(stale) = slots.of.insert(tid, slot) {
+            slots.tid_of[stale as usize] = 0;
+        }
         slots.tid_of[slot as usize] = tid;
         // Its first reading is news to the loop, as if the program had written it.
         self.shared.mark_dirty(slot);
         Ok(slot)
     }
 
-    /// Forgets member `tid`.
-    fn remove(&self, tid: u32) {
+    /// Forgets member `tid` registered in `slot`; the map keeps a later registration of the
+    /// same tid.
+    fn remove(&self, tid: u32, slot: u32) {
         let mut slots = self.slots();
-        let Some(slot) = slots.of.remove(&tid) else {
-            return;
-        };
-        slots.tid_of[slot as usize] = 0;
-        let _ = libbpf_rs::MapCore::delete(&self.members, &tid.to_ne_bytes());
+        if slots.of.get(&tid) == Some(&slot) {
+            slots.of.remove(&tid);
+            let _ = libbpf_rs::MapCore::delete(&self.members, &tid.to_ne_bytes());
+        }
+        if slots.tid_of[slot as usize] == tid {
+            slots.tid_of[slot as usize] = 0;
+        }
         // The program no longer finds the tid; take its runnable count back.
         let counted = self.shared.fig(slot).take_counted();
         if counted >= 0 {

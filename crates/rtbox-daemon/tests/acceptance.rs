@@ -750,3 +750,105 @@ fn with_perf_a_watched_sleeper_that_wakes_is_stopped_at_once() {
     assert!(share < 0.16, "the box took {share:.4} CPU of its 0.1");
     assert!(share > 0.06, "the box got {share:.4} CPU of its 0.1");
 }
+
+/// A thread other than its process's leader that calls exec takes the leader's tid (the
+/// kernel ends every other thread first). The member goes on under that tid, in its box, and
+/// gets its original state back when rtbox lets go. Before, with BPF the exec'ed program was
+/// found by no switch and stayed frozen (0 CPU of its 0.2), and with either sensor it was
+/// recorded anew with rtbox's band as its "original" state and left at SCHED_FIFO pinned to
+/// the box's CPU.
+#[test]
+fn a_member_that_execs_from_another_thread_stays_boxed_and_is_restored() {
+    let Some(_g) = serial("a_member_that_execs_from_another_thread_stays_boxed_and_is_restored")
+    else {
+        return;
+    };
+    use rtbox_daemon::runtime::sensor::{SensorChoice, SensorKind};
+    for sensor in [SensorChoice::Bpf, SensorChoice::Perf] {
+        let opts = RuntimeOptions {
+            state_file: state_file("exec"),
+            sensor,
+            ..RuntimeOptions::default()
+        };
+        let mut rt = match std::panic::catch_unwind(|| box_a_on_cpu_1(10_000_000, 50_000_000, opts))
+        {
+            Ok(rt) => rt,
+            Err(_) if sensor == SensorChoice::Bpf => {
+                eprintln!("skipped with bpf: the BPF sensor does not load here");
+                continue;
+            }
+            Err(e) => std::panic::resume_unwind(e),
+        };
+        let name = match rt.sensor_kind() {
+            SensorKind::Bpf => "bpf",
+            SensorKind::Perf => "perf",
+        };
+        // A second thread that waits, then replaces the process by a busy loop.
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                "import os, threading, time\n\
+                 def go():\n    time.sleep(0.4)\n    os.execv('/bin/sh', ['sh', '-c', 'while :; do :; done'])\n\
+                 t = threading.Thread(target=go); t.start(); t.join()",
+            ])
+            .spawn()
+            .expect("python3");
+        let pid = child.id() as i32;
+        let threads = || {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        let t0 = Instant::now();
+        while threads() < 2 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(threads(), 2, "{name}: the second thread never started");
+        let before = (
+            rtbox_linux::sched::get_attr(pid).expect("attr"),
+            rtbox_linux::sched::get_affinity(pid).expect("affinity"),
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"),
+        );
+        assert_eq!(rt.attach("A", Target::Pid(pid)).expect("attach"), 2);
+        let run = |rt: &mut Runtime, d: Duration| {
+            let t0 = Instant::now();
+            while t0.elapsed() < d {
+                let now = rt.now();
+                rt.step(now);
+                let next = rt.next_wakeup(now);
+                rt.wait_until(next);
+            }
+        };
+        // The exec at 0.4 s; measured from 0.7 s on.
+        run(&mut rt, Duration::from_millis(700));
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        let (c0, t1) = (schedstat_ns(pid), Instant::now());
+        run(&mut rt, Duration::from_millis(1500));
+        let share = schedstat_ns(pid).saturating_sub(c0) as f64 / t1.elapsed().as_nanos() as f64;
+        let members = rt.member_tids("A");
+        rt.shutdown();
+        let after = (
+            rtbox_linux::sched::get_attr(pid).expect("attr"),
+            rtbox_linux::sched::get_affinity(pid).expect("affinity"),
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"),
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!("{name}: after the exec ({exe:?}) members {members:?}, share {share:.4} of 0.2");
+        assert!(
+            exe.ends_with("sh") || exe.ends_with("dash") || exe.ends_with("bash"),
+            "{name}: no exec happened: {exe:?}"
+        );
+        assert_eq!(
+            members,
+            vec![pid],
+            "{name}: the exec'ed thread is not the member"
+        );
+        // 0.2 reserved on CPU 1; a frozen member gets 0, an unbounded one up to 1.
+        assert!(
+            share > 0.12 && share < 0.28,
+            "{name}: the box gave {share:.4} CPU of its 0.2"
+        );
+        assert_eq!(after, before, "{name}: not restored after the exec");
+    }
+}

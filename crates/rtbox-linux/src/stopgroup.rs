@@ -70,6 +70,17 @@ pub fn original_of(rel: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// The thread whose stop group a thread in v2 cgroup `rel` sits in: the last component's tid
+/// (`None` outside stop groups). A thread forked by a member starts in the member's group, and
+/// one that called exec stays in its own.
+pub fn owner_of(rel: &str) -> Option<i32> {
+    let last = rel.trim_end_matches('/').rsplit('/').next()?;
+    if !is_group_name(last) {
+        return None;
+    }
+    last.strip_prefix(PREFIX)?.parse().ok()
+}
+
 /// The stop group of thread `tid` whose original v2 cgroup is `original` (relative path).
 pub fn group_of(original: &str, tid: i32) -> String {
     let base = original.trim_end_matches('/');
@@ -284,6 +295,11 @@ mod tests {
         assert_eq!(original_of("/rtbox-t1/app"), "/rtbox-t1/app");
         assert_eq!(group_of("/", 7), "/rtbox-t7");
         assert_eq!(group_of("/a/b", 7), "/a/b/rtbox-t7");
+        assert_eq!(owner_of("/a/b/rtbox-t42"), Some(42));
+        assert_eq!(owner_of("/rtbox-t42/"), Some(42));
+        assert_eq!(owner_of("/rtbox-t1/app"), None, "inside another cgroup");
+        assert_eq!(owner_of("/a/rtbox-tx"), None, "not ours");
+        assert_eq!(owner_of("/"), None);
         assert_eq!(original_of(&group_of("/a/b", 7)), "/a/b");
     }
 

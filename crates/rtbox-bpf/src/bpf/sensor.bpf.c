@@ -11,7 +11,8 @@
 //   prev_state and sched_wakeup.
 // - Wake-ups of the loop, through a ring buffer, only when its core must decide: a server
 //   gains its first or loses its last runnable member, a member forks (a new thread or process
-//   to place) or exits.
+//   to place) or exits, or a member that is not its process's leader calls exec (it then
+//   takes the leader's tid).
 // - Dirty marks: one bit per member slot, set after each write of its figures, so the loop
 //   reads only the members whose figures moved (sleeping members cost it nothing).
 //
@@ -264,5 +265,20 @@ int BPF_PROG(rtbox_exit, struct task_struct *p)
 	f->quiet = 0;
 	settle(f, 0, tid);
 	emit(RTBOX_EV_EXIT, tid, BPF_CORE_READ(p, tgid), 0);
+	return 0;
+}
+
+/* A thread other than its process's leader that calls exec takes over the leader's tid once
+ * the kernel has made every other thread exit (de_thread, fs/exec.c): the task that was member
+ * `old_pid` now runs as `p->pid`, whose slot (the old leader's) reads as exited. The loop
+ * moves the member to its new tid; until then its switches are not seen, and its runtime,
+ * which the kernel keeps, is counted from its next registration on. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(rtbox_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tid = BPF_CORE_READ(p, pid);
+
+	if ((__u32)old_pid != tid && slot_of(old_pid) >= 0)
+		emit(RTBOX_EV_EXEC, tid, BPF_CORE_READ(p, tgid), old_pid);
 	return 0;
 }

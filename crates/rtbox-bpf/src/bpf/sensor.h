@@ -17,6 +17,7 @@
 #define RTBOX_EV_SERVER_IDLE 2
 #define RTBOX_EV_FORK 3
 #define RTBOX_EV_EXIT 4
+#define RTBOX_EV_EXEC 5
 
 /* One member, one cache line. Fields up to `cpu` are written by the program inside a
  * sequence count (odd while a write is under way); `server` and `quiet` by the daemon. */

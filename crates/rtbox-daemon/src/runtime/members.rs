@@ -671,18 +671,22 @@ impl Members {
     pub fn add_threads(&mut self, sched: &mut Scheduler, box_name: &str, tids: &[i32]) -> usize {
         self.rest.stale();
         let mut fresh = Vec::new();
+        let mut renamed = 0;
         for &tid in tids {
             if self.by_tid.contains_key(&tid) {
                 continue;
             }
             match ThreadSnapshot::capture(tid) {
-                Ok(s) => fresh.push(s),
+                Ok(s) => match self.replaced_by_exec(&s) {
+                    Some(old) => renamed += usize::from(self.rename(old, tid)),
+                    None => fresh.push(s),
+                },
                 Err(e) if e.is_gone() => {}
                 Err(e) => tracing::warn!(tid, error = %e, "attach: cannot record thread"),
             }
         }
         if fresh.is_empty() {
-            return 0;
+            return renamed;
         }
         let mut new_pids = Vec::new();
         let want = rtgrants::want_us(sched, box_name);
@@ -829,6 +833,91 @@ impl Members {
             self.rt
                 .release(&self.layout, tid, &mut self.jstate.rt_grants);
         }
+    }
+
+    /// Member `old`, a thread other than its process's leader, called exec. The kernel ended
+    /// every other thread of the process and gave it the leader's tid, `new` (`de_thread`,
+    /// fs/exec.c); it kept its scheduling policy, affinity and cgroups. So the member goes on
+    /// under `new` ([`Members::rename`]); the old leader's member, if still on record, has
+    /// exited.
+    pub fn exec_replaced(&mut self, sched: &mut Scheduler, now: Nanos, old: i32, new: i32) {
+        if old == new || !self.by_tid.contains_key(&old) {
+            return;
+        }
+        self.forget_exited(sched, now, new);
+        if !self.rename(old, new) {
+            // Gone too by now.
+            self.forget_exited(sched, now, old);
+        }
+    }
+
+    /// Member `old` goes on as thread `new`, not yet a member (see [`Members::exec_replaced`]):
+    /// with its original state (from before it joined: not the leader's, and not the band
+    /// rtbox gave it, which it carries across the exec), its stop group, its grants and its
+    /// charges. Taken as a new thread instead, it was recorded with rtbox's band as its
+    /// original state and left at SCHED_FIFO when it left; with the BPF sensor it was not found
+    /// at all, and stayed frozen under a clock that no switch moved. False if `new` is gone.
+    fn rename(&mut self, old: i32, new: i32) -> bool {
+        debug_assert!(
+            !self.by_tid.contains_key(&new),
+            "thread {new} is a member already"
+        );
+        let Ok(st) = procfs::stat(new) else {
+            return false;
+        };
+        let Some(mut m) = self.by_tid.remove(&old) else {
+            return false;
+        };
+        tracing::debug!(
+            old,
+            new,
+            pid = m.pid,
+            "member called exec: it now has its leader's tid"
+        );
+        self.changes += 1;
+        self.rest.stale();
+        self.unplaced = true;
+        m.snapshot.tid = new;
+        m.snapshot.starttime = st.starttime;
+        m.stat = procfs::StatFile::open(new).ok();
+        m.schedstat = procfs::SchedstatFile::open(new).ok();
+        if let Some(c) = m.clock.take() {
+            m.clock = match c.renamed(new, self.sensor.as_ref()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(tid = new, error = %e, "member clock unavailable");
+                    None
+                }
+            };
+        }
+        self.stops
+            .rename(&self.layout, old, new, &mut self.jstate.groups);
+        self.rt.rename(old, new);
+        self.jstate.threads.remove(&old);
+        self.jstate.threads.insert(new, m.snapshot.clone());
+        self.by_tid.insert(new, m);
+        if let Err(e) = self.journal.save(&self.jstate) {
+            tracing::warn!(error = %e, "journal not written");
+        }
+        true
+    }
+
+    /// The member that thread `s`, found new, replaced by an exec ([`Members::rename`]): it is
+    /// its process's leader by tid, sits in the stop group of a member of its process (a
+    /// thread keeps its cgroups across an exec) and that member's thread is gone. A thread or
+    /// process forked by a member also starts in the member's group, but is not its process's
+    /// leader, or is another process.
+    fn replaced_by_exec(&self, s: &ThreadSnapshot) -> Option<i32> {
+        if s.tid != s.pid {
+            return None;
+        }
+        let owner = s
+            .cgroups
+            .v2
+            .as_deref()
+            .and_then(rtbox_linux::stopgroup::owner_of)?;
+        let m = self.by_tid.get(&owner)?;
+        (owner != s.tid && m.pid == s.pid && !m.snapshot.alive()).then_some(owner)
     }
 
     /// Processes without members leave their freeze group and the journal.
@@ -1302,7 +1391,10 @@ impl Members {
             .filter(|t| !self.by_tid[t].snapshot.alive())
             .collect();
         for t in dead {
-            self.forget_exited(sched, now, t);
+            match self.exec_successor(t) {
+                Some(leader) => self.exec_replaced(sched, now, t, leader),
+                None => self.forget_exited(sched, now, t),
+            }
         }
         active.retain(|t| self.by_tid.contains_key(t));
         let active_pids: BTreeSet<i32> = active.iter().map(|t| self.by_tid[t].pid).collect();
@@ -1510,13 +1602,51 @@ impl Members {
                     joins.retain(|(_, t)| *t != tid);
                     self.forget_exited(sched, now, tid);
                 }
-                ProcEvent::Exec { .. } => {}
+                ProcEvent::Exec { tid, tgid } => {
+                    if tid == tgid && self.procs.contains_key(&tgid) {
+                        if let Some(old) = self.exec_caller(tid) {
+                            self.exec_replaced(sched, now, old, tid);
+                        }
+                    }
+                }
             }
         }
         for (bx, tid) in joins {
             if system.get(&bx).is_some() && !self.by_tid.contains_key(&tid) {
                 self.add_threads(sched, &bx, &[tid]);
             }
+        }
+    }
+
+    /// The thread that member `tid`, found gone, became by an exec: its process's leader by
+    /// tid, if that thread sits in `tid`'s stop group (the leader's own member, if any, is
+    /// in its own group until it exits).
+    fn exec_successor(&self, tid: i32) -> Option<i32> {
+        let pid = self.by_tid.get(&tid)?.pid;
+        if pid == tid {
+            return None;
+        }
+        let v2 = cgroup::thread_cgroups(pid).ok()?.v2?;
+        (rtbox_linux::stopgroup::owner_of(&v2) == Some(tid)).then_some(pid)
+    }
+
+    /// Which member of process `pid` called the exec the kernel reported for it (the proc
+    /// connector names only the process): the member whose stop group the process's one thread
+    /// is in (a thread keeps its cgroups across an exec), else the only other member of the
+    /// process. `None` when its leader called it (nothing changed hands).
+    fn exec_caller(&self, pid: i32) -> Option<i32> {
+        let v2 = cgroup::thread_cgroups(pid).ok()?.v2;
+        if let Some(owner) = v2.as_deref().and_then(rtbox_linux::stopgroup::owner_of) {
+            return (owner != pid && self.by_tid.contains_key(&owner)).then_some(owner);
+        }
+        let mut others = self
+            .by_tid
+            .iter()
+            .filter(|(t, m)| m.pid == pid && **t != pid && !m.snapshot.alive())
+            .map(|(t, _)| *t);
+        match (others.next(), others.next()) {
+            (Some(t), None) => Some(t),
+            _ => None,
         }
     }
 

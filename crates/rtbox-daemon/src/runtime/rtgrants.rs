@@ -117,6 +117,16 @@ impl RtGrants {
         }
     }
 
+    /// Member `old` is now thread `new` (an exec by a thread other than its process's
+    /// leader): it holds its grants under its new tid.
+    pub fn rename(&mut self, old: i32, new: i32) {
+        for h in self.holders.values_mut() {
+            if h.remove(&old) {
+                h.insert(new);
+            }
+        }
+    }
+
     /// Returns a grant nobody holds; what the kernel refuses stays on record for a retry.
     fn take_back(
         &mut self,

@@ -244,6 +244,23 @@ impl MemberClock {
         }
     }
 
+    /// The same member's clock under its new tid (an exec by a thread other than its
+    /// process's leader gave it the leader's): the BPF sensor knows members by tid and
+    /// registers it again on the same server (its charge goes on from its last figure: the
+    /// kernel's runtime is the same task's); a perf clock is bound to the task and is kept.
+    pub fn renamed(self, tid: i32, sensor: Option<&Arc<Sensor>>) -> Result<Self, String> {
+        let MemberClock::Bpf(old) = &self else {
+            return Ok(self);
+        };
+        let (server, every) = old.placement();
+        let clock = MemberClock::open(tid, sensor, false)?;
+        if let MemberClock::Bpf(r) = &clock {
+            r.set_server(server);
+            r.set_every(every);
+        }
+        Ok(clock)
+    }
+
     /// CPU time consumed so far, ns.
     pub fn read(&self) -> Result<u64, LinuxError> {
         match self {
@@ -377,6 +394,9 @@ pub fn take_events(
                 }
             }
             Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
+            Event::Exec { tid, old, .. } => {
+                members.exec_replaced(sched, now, old as i32, tid as i32);
+            }
             Event::ServerActive { .. } | Event::ServerIdle { .. } => {}
         }
     }

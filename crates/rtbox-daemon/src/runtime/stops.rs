@@ -117,6 +117,40 @@ impl Stops {
         }
     }
 
+    /// Member `old` is now thread `new` (an exec by a thread other than its process's
+    /// leader, which the kernel ended): its stop group, named after `old`, stays its own. A
+    /// group still on record under `new` was the leader's: it is removed first (the leader is
+    /// released before the exec completes), and left to the orphan sweep if the kernel still
+    /// refuses.
+    pub fn rename(
+        &mut self,
+        layout: &Layout,
+        old: i32,
+        new: i32,
+        groups: &mut BTreeMap<i32, String>,
+    ) {
+        if let Some(group) = groups.remove(&new) {
+            if let Err(e) = stopgroup::remove(layout, &group) {
+                tracing::warn!(group, error = %e, "the exec'ed leader's stop group stays until the orphan sweep");
+            }
+        }
+        self.leftover.remove(&new);
+        self.by_tid.remove(&new);
+        self.dirs.remove(&new);
+        if let Some(g) = groups.remove(&old) {
+            groups.insert(new, g);
+        }
+        if let Some(s) = self.by_tid.remove(&old) {
+            self.by_tid.insert(new, s);
+        }
+        if let Some(d) = self.dirs.remove(&old) {
+            self.dirs.insert(new, d);
+        }
+        if self.leftover.remove(&old) {
+            self.leftover.insert(new);
+        }
+    }
+
     /// Retries the removal of groups whose threads left.
     pub fn retry_removals(&mut self, layout: &Layout, groups: &mut BTreeMap<i32, String>) {
         for tid in std::mem::take(&mut self.leftover) {
