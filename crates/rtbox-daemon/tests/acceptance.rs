@@ -852,3 +852,80 @@ fn a_member_that_execs_from_another_thread_stays_boxed_and_is_restored() {
         assert_eq!(after, before, "{name}: not restored after the exec");
     }
 }
+
+/// A member whose process another program moves to another v2 cgroup leaves its stop group
+/// (and, if it was frozen, the freeze). The loop sees it run while stopped, gives it a new
+/// stop group inside its new cgroup and stops it there: the box keeps its share. Before, the
+/// hog ran free at its band (0.95 of its CPU, its box 0.2) until it left. At release it stays
+/// where the other program put it.
+#[test]
+fn a_member_moved_to_another_cgroup_is_stopped_there() {
+    let Some(_g) = serial("a_member_moved_to_another_cgroup_is_stopped_there") else {
+        return;
+    };
+    let layout = rtbox_linux::cgroup::detect().expect("cgroup layout");
+    let Some(v2) = layout.v2.clone() else {
+        eprintln!("skipped: no cgroup v2 hierarchy (members are stopped by SCHED_IDLE)");
+        return;
+    };
+    let elsewhere = v2.join(format!("rtbox-acc-moved-{}", std::process::id()));
+    std::fs::create_dir(&elsewhere).expect("a cgroup to move the member to");
+    let _loop = AsLoop::raise();
+    let mut rt = box_a_on_cpu_1(
+        10_000_000,
+        50_000_000,
+        RuntimeOptions {
+            state_file: state_file("moved"),
+            ..RuntimeOptions::default()
+        },
+    );
+    let hog = spawn_hog().expect("hog");
+    let pid = hog.pid();
+    rt.attach("A", Target::Pid(pid)).expect("attach");
+    let run = |rt: &mut Runtime, d: Duration| {
+        let t0 = Instant::now();
+        while t0.elapsed() < d {
+            let now = rt.now();
+            rt.step(now);
+            let next = rt.next_wakeup(now);
+            rt.wait_until(next);
+        }
+    };
+    run(&mut rt, Duration::from_millis(300));
+    std::fs::write(elsewhere.join("cgroup.procs"), pid.to_string()).expect("move the hog");
+    run(&mut rt, Duration::from_millis(300));
+    let (c0, t0) = (schedstat_ns(pid), Instant::now());
+    run(&mut rt, Duration::from_millis(1500));
+    let share = schedstat_ns(pid).saturating_sub(c0) as f64 / t0.elapsed().as_nanos() as f64;
+    let managed = rtbox_linux::cgroup::thread_cgroups(pid)
+        .expect("cgroups")
+        .v2;
+    rt.shutdown();
+    let after = rtbox_linux::cgroup::thread_cgroups(pid)
+        .expect("cgroups")
+        .v2;
+    drop(hog);
+    // The hog's exit leaves the cgroup empty a moment later.
+    for _ in 0..100 {
+        if std::fs::remove_dir(&elsewhere).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let name = elsewhere.file_name().unwrap().to_string_lossy().to_string();
+    eprintln!("moved member: {share:.4} CPU of 0.2, in {managed:?} while managed, {after:?} after");
+    assert!(
+        share > 0.12 && share < 0.28,
+        "the box gave {share:.4} CPU of its 0.2"
+    );
+    assert_eq!(
+        managed.as_deref(),
+        Some(format!("/{name}/rtbox-t{pid}").as_str()),
+        "not stopped from a group inside its new cgroup"
+    );
+    assert_eq!(
+        after.as_deref(),
+        Some(format!("/{name}").as_str()),
+        "not left where it was moved"
+    );
+}

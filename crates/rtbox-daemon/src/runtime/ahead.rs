@@ -176,7 +176,12 @@ impl Runtime {
             .periods
             .front()
             .is_some_and(|p| p.period.at <= now);
-        if !on_time || !due || self.members.own_change || self.members.unplaced {
+        if !on_time
+            || !due
+            || self.members.own_change
+            || self.members.unplaced
+            || self.members.escaped()
+        {
             self.ahead.clear();
             return false;
         }
@@ -198,6 +203,12 @@ impl Runtime {
             return false;
         }
         self.members.charge(&mut self.sched, now);
+        // A member ran while stopped: the full step looks at its stop group (charged again at
+        // the same instant, it is charged nothing more).
+        if self.members.escaped() {
+            self.ahead.clear();
+            return false;
+        }
         self.settle_owned(now, stopped);
         self.sched.advance(now);
         self.record_events(now);

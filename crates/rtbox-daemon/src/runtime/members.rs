@@ -13,6 +13,7 @@ use rtbox_linux::journal::{Journal, JournalState, ProcessEntry};
 use rtbox_linux::procevents::{ProcEvent, ProcEvents};
 use rtbox_linux::sched::{self, SchedAttr};
 use rtbox_linux::snapshot::ThreadSnapshot;
+use rtbox_linux::stopgroup::Stop;
 use rtbox_linux::{procfs, LinuxError};
 use rtbox_model::{Nanos, System};
 
@@ -74,7 +75,15 @@ struct Visit<'a> {
     asleep: AsleepReads,
     /// The perf loop's watch of sleeping members' switches.
     watch: Option<&'a SwitchWatch>,
+    /// Members that ran more than [`ESCAPE`] while stopped: their stop group is looked at.
+    escaped: Vec<i32>,
 }
+
+/// CPU time a stopped member may be charged before its stop group is looked at. A freeze
+/// takes hold within microseconds (the freezer kicks a running thread out of user space); more
+/// than this means the thread is no longer in its group: another process moved it (a process
+/// moved to another v2 cgroup takes its threads along, out of their stop groups, and thawed).
+pub const ESCAPE: Nanos = 2_000_000;
 
 /// How often the /proc membership scan runs when the BPF sensor's events cover membership
 /// ([`Members::scan`]; sooner when the sensor lost events).
@@ -131,6 +140,8 @@ pub struct Member {
     joined_policy: (u32, u32),
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     pub freeze: Option<Arc<std::fs::File>>,
+    /// CPU time charged to it while it was stopped, since its stop (see [`ESCAPE`]).
+    stopped_ran: Nanos,
     pub snapshot: ThreadSnapshot,
     /// Its [`MemberClock::idle_mark`] at the last look at its policy and affinity
     /// ([`Members::correct_drift`]) and at the last /proc membership scan ([`Members::scan`]).
@@ -280,6 +291,27 @@ impl Member {
 /// set itself. Off CPU (frozen, or blocked when last seen) a perf member's (perf, kernel) pair
 /// is taken once per freeze, and at most every [`PAIR_EVERY`] while blocked, to find host steal.
 fn charge_one(
+    tid: i32,
+    m: &mut Member,
+    sched: &mut Scheduler,
+    now: Nanos,
+    mono: u64,
+    visit: &mut Visit<'_>,
+) {
+    let (stopped, before) = (m.frozen(), m.charge.last());
+    charge_member(tid, m, sched, now, mono, visit);
+    if stopped && m.frozen() {
+        m.stopped_ran += m.charge.last().saturating_sub(before);
+        if m.stopped_ran > ESCAPE {
+            m.stopped_ran = 0;
+            visit.escaped.push(tid);
+        }
+    } else {
+        m.stopped_ran = 0;
+    }
+}
+
+fn charge_member(
     tid: i32,
     m: &mut Member,
     sched: &mut Scheduler,
@@ -518,6 +550,8 @@ pub struct Members {
     pub switch_watch: Option<SwitchWatch>,
     /// The watch woke the loop (a watched member ran): the step looks at every resting one.
     pub watch_woke: bool,
+    /// Members that ran while stopped (see [`ESCAPE`]), looked at after the step's charge.
+    escaped: Vec<i32>,
 }
 
 impl Members {
@@ -543,6 +577,7 @@ impl Members {
             asleep_turn: 0,
             switch_watch: None,
             watch_woke: false,
+            escaped: Vec::new(),
         }
     }
 
@@ -778,6 +813,7 @@ impl Members {
                     proc_mark: None,
                     joined_policy: localprio::own_policy(&s.attr),
                     freeze: None,
+                    stopped_ran: 0,
                     snapshot: s,
                 },
             );
@@ -1057,6 +1093,7 @@ impl Members {
             own_change: &mut self.own_change,
             asleep: AsleepReads::new(ASLEEP_READS),
             watch: self.switch_watch.as_ref(),
+            escaped: Vec::new(),
         };
         let from = self.asleep_turn;
         for (tid, m) in self.by_tid.range_mut(from..) {
@@ -1068,6 +1105,7 @@ impl Members {
         if let Some(t) = visit.asleep.last {
             self.asleep_turn = t + 1;
         }
+        self.escaped.append(&mut visit.escaped);
     }
 
     /// Charges `tids` alone at core time `at`: members the backstop froze at `at`, whose
@@ -1078,12 +1116,14 @@ impl Members {
             own_change: &mut self.own_change,
             asleep: AsleepReads::new(usize::MAX),
             watch: self.switch_watch.as_ref(),
+            escaped: Vec::new(),
         };
         for tid in tids {
             if let Some(m) = self.by_tid.get_mut(tid) {
                 charge_one(*tid, m, sched, at, mono, &mut visit);
             }
         }
+        self.escaped.append(&mut visit.escaped);
     }
 
     /// The charge with a fresh rest table: resting members the sensor marked (stirred when
@@ -1099,6 +1139,7 @@ impl Members {
                 usize::MAX
             }),
             watch: self.switch_watch.as_ref(),
+            escaped: Vec::new(),
         };
         for &tid in dirty {
             let tid = tid as i32;
@@ -1123,8 +1164,69 @@ impl Members {
                 charge_one(*tid, m, sched, now, mono, &mut visit);
             }
         }
+        self.escaped.append(&mut visit.escaped);
         #[cfg(debug_assertions)]
         self.check_resting_unchanged(mono);
+    }
+
+    /// Members that ran while stopped wait for [`Members::check_stop_groups`].
+    pub fn escaped(&self) -> bool {
+        !self.escaped.is_empty()
+    }
+
+    /// Members that ran while stopped (see [`ESCAPE`]): one that is no longer in its stop
+    /// group, because another process moved it to another v2 cgroup, gets a new group inside
+    /// that cgroup (the move was the other process's to make; rtbox follows it, as it leaves
+    /// every cgroup choice to its owner), and is placed again at once. Without this the
+    /// member ran free of its box: a hog moved out of a 0.2 box ran at its band, SCHED_FIFO 89,
+    /// for 0.95 of its CPU until it left.
+    pub fn check_stop_groups(&mut self) {
+        let mut escaped = std::mem::take(&mut self.escaped);
+        escaped.sort_unstable();
+        escaped.dedup();
+        for tid in escaped {
+            let Some(Stop::Freeze { group }) = self.stops.get(tid) else {
+                continue;
+            };
+            let Ok(now) = cgroup::thread_cgroups(tid) else {
+                continue;
+            };
+            if now.v2.as_deref() == Some(group.as_str()) {
+                continue;
+            }
+            tracing::warn!(tid, group, now = ?now.v2, "member moved out of its stop group by another process; given a new one where it is now");
+            self.rehome(tid, now);
+        }
+    }
+
+    /// Member `tid` now sits in cgroups `now`, outside its stop group: the old group goes (its
+    /// other threads, if any, back to its parent), a new one is made inside the member's new
+    /// v2 cgroup, journal first, and the next decision stops it there if its box is spent.
+    fn rehome(&mut self, tid: i32, now: cgroup::ThreadCgroups) {
+        let Some(m) = self.by_tid.get_mut(&tid) else {
+            return;
+        };
+        m.snapshot.cgroups.v2 = now.v2;
+        m.freeze = None;
+        if let Some(a) = m.applied.as_mut() {
+            // Not frozen any more (it left the frozen group): the decision freezes it again
+            // in its new group if its box is spent. Its policy and CPUs are as they were (a
+            // change of them is drift, looked at as always).
+            a.frozen = false;
+        }
+        let snap = m.snapshot.clone();
+        self.stops
+            .release(&self.layout, tid, &mut self.jstate.groups);
+        self.stops
+            .plan(&self.layout, &snap, &mut self.jstate.groups);
+        self.jstate.threads.insert(tid, snap);
+        if let Err(e) = self.journal.save(&self.jstate) {
+            tracing::warn!(error = %e, "journal not written");
+        }
+        self.stops.make(&self.layout, tid, &mut self.jstate.groups);
+        self.changes += 1;
+        self.unplaced = true;
+        self.rest.stale();
     }
 
     /// Debug builds: every resting member reads as it was charged (nothing to charge, still

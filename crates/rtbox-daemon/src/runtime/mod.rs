@@ -904,6 +904,9 @@ impl Runtime {
         stopped.extend(self.guard.take_report(now));
         self.members.mark_frozen(&stopped);
         self.members.charge(&mut self.sched, now);
+        // After the backstop's report was taken: a member found outside its stop group is no
+        // longer taken as frozen by a stop made in its old one.
+        self.members.check_stop_groups();
         self.settle_owned(now, &stopped);
         // A member changed its own policy (seen in its stat): re-ranked and put back now.
         if std::mem::take(&mut self.members.own_change) {
