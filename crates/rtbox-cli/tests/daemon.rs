@@ -1420,3 +1420,100 @@ fn a_wrong_sensor_in_the_environment_is_refused() {
     );
     assert!(!dir.join("sock").exists(), "no socket was opened");
 }
+
+/// CPU time of thread `pid` so far, ns (schedstat).
+fn cpu_ns(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A stopped daemon enforces nothing. Ctrl-Z (SIGTSTP) is caught and only logged; SIGSTOP
+/// cannot be caught, so the watchdog gives every member its own scheduling back and thaws it
+/// while the daemon is stopped, and the daemon, continued, places every member again and
+/// charges the gap to no box. Before: a hog of a 0.2 box ran at SCHED_FIFO 89 for 0.95 of its
+/// CPU while the daemon was stopped, and got 0.007 for the next 10 s once it continued (the
+/// gap charged to its box).
+#[test]
+fn a_stopped_daemon_lets_its_members_go_and_takes_them_back_when_continued() {
+    let Some(_g) = serial(
+        "a_stopped_daemon_lets_its_members_go_and_takes_them_back_when_continued",
+        "real SCHED_FIFO threads, cgroups, signals to the daemon",
+    ) else {
+        return;
+    };
+    let env = Env::start("test-stopped", None, &[]);
+    let (code, msg) = env.rtbox(&[
+        "box", "create", "S", "--budget", "10ms", "--period", "50ms", "--cpus", "1",
+    ]);
+    assert_eq!(code, 0, "{msg}");
+    let h = hog();
+    let pid = h.0.id() as i32;
+    let (code, msg) = env.rtbox(&["attach", "S", "--pid", &pid.to_string()]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(
+        eventually(|| sched::get_attr(pid).unwrap().is_rt()),
+        "never placed"
+    );
+    let share = |secs: f64| {
+        let (c0, t0) = (cpu_ns(pid), Instant::now());
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        cpu_ns(pid).saturating_sub(c0) as f64 / t0.elapsed().as_nanos() as f64
+    };
+    let daemon_state = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", env.pid()))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(") ")
+                    .map(|(_, r)| r.chars().next().unwrap_or('?'))
+            })
+            .unwrap_or('?')
+    };
+    // Ctrl-Z: not stopped, still enforcing.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(env.pid(), libc::SIGTSTP) };
+    std::thread::sleep(Duration::from_millis(200));
+    assert_ne!(daemon_state(), 'T', "SIGTSTP stopped the daemon");
+    let tstp = share(1.0);
+    // SIGSTOP: released by the watchdog (it looks every 100 ms).
+    // SAFETY: as above.
+    unsafe { libc::kill(env.pid(), libc::SIGSTOP) };
+    let released = eventually(|| !sched::get_attr(pid).unwrap().is_rt() && !managed_frozen(pid));
+    let stopped_attr = sched::get_attr(pid).unwrap();
+    // A second stopped: the hog runs as a normal thread (most of CPU 1 on a quiet machine).
+    let meanwhile = share(1.0);
+    // SAFETY: as above.
+    unsafe { libc::kill(env.pid(), libc::SIGCONT) };
+    assert!(
+        eventually(|| sched::get_attr(pid).unwrap().is_rt()),
+        "not placed again after SIGCONT"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let after = share(1.5);
+    eprintln!("share of a 0.2 box: {tstp:.4} after SIGTSTP, {meanwhile:.4} while stopped ({stopped_attr:?}), {after:.4} after SIGCONT");
+    assert!(
+        released,
+        "members not let go while the daemon was stopped: {stopped_attr:?}"
+    );
+    assert!(
+        tstp > 0.12 && tstp < 0.28,
+        "after SIGTSTP the box gave {tstp:.4} of 0.2"
+    );
+    assert!(
+        after > 0.12 && after < 0.28,
+        "after SIGCONT the box gave {after:.4} of 0.2"
+    );
+}
+
+/// Whether thread `pid` sits in a frozen cgroup (its v2 group's `cgroup.freeze` is 1).
+fn managed_frozen(pid: i32) -> bool {
+    let Some(rel) = cgroup::thread_cgroups(pid).ok().and_then(|c| c.v2) else {
+        return false;
+    };
+    let Some(root) = cgroup::detect().ok().and_then(|l| l.v2) else {
+        return false;
+    };
+    std::fs::read_to_string(root.join(rel.trim_start_matches('/')).join("cgroup.freeze"))
+        .is_ok_and(|s| s.trim() == "1")
+}

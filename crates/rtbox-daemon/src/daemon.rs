@@ -418,6 +418,20 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     }
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
         .map_err(DaemonError::Signals)?;
+    // A stopped daemon leaves its members unenforced (at their band, or frozen) for as long as
+    // it stays stopped: the terminal's stop signals (Ctrl-Z, a background read or write) are
+    // caught and only logged. SIGSTOP cannot be caught; the watchdog looks after that one.
+    let tstp = Arc::new(AtomicBool::new(false));
+    let continued = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGCONT, Arc::clone(&continued))
+        .map_err(DaemonError::Signals)?;
+    for s in [
+        signal_hook::consts::SIGTSTP,
+        signal_hook::consts::SIGTTIN,
+        signal_hook::consts::SIGTTOU,
+    ] {
+        signal_hook::flag::register(s, Arc::clone(&tstp)).map_err(DaemonError::Signals)?;
+    }
     let (platform, lowered) = effective_platform(platform);
     match lowered {
         Some(Lowered::RtLimit {
@@ -517,6 +531,13 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
     while !stop.load(Ordering::SeqCst) {
         if let Some(g) = &spin {
             g.beat();
+        }
+        if continued.swap(false, Ordering::SeqCst) {
+            tracing::warn!("continued after a stop: every member is placed again, and what members ran meanwhile is charged to no box");
+            rt.resume_after_stop();
+        }
+        if tstp.swap(false, Ordering::SeqCst) {
+            tracing::warn!("terminal stop signal ignored: a stopped daemon would leave its boxes unenforced (stop it with SIGTERM or Ctrl-C)");
         }
         if reload.swap(false, Ordering::SeqCst) {
             rt.forget_ahead();

@@ -247,6 +247,26 @@ impl Journal {
             .count())
     }
 
+    /// The daemon is stopped: every thread gets its own scheduling back (as
+    /// [`Journal::restore_sched`]) and every stop group is thawed; nothing moves, and the
+    /// journal stays for the daemon, which takes up its members again when it continues.
+    /// Returns how many threads got their scheduling back.
+    pub fn release_stopped(&self) -> Result<usize, LinuxError> {
+        let Some(state) = self.load()? else {
+            return Ok(0);
+        };
+        for group in state.groups.values() {
+            if let Some(dir) = crate::stopgroup::dir(&state.layout, group) {
+                let _ = crate::stopgroup::freeze(&dir, false);
+            }
+        }
+        Ok(state
+            .threads
+            .values()
+            .filter(|t| matches!(t.restore_sched(), Ok(Restored::Done)))
+            .count())
+    }
+
     /// Undo a leftover journal (a crashed daemon's) and remove it. `Ok(None)`: nothing left.
     pub fn repair(&self) -> Result<Option<RestoreReport>, LinuxError> {
         let Some(state) = self.load()? else {

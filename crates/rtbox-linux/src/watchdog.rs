@@ -68,22 +68,47 @@ impl Watchdog {
     }
 }
 
-/// Whether process `pid` is dying: SIGKILL pending (the kernel queues it on every thread for
-/// any fatal signal), or its main thread already gone (a zombie while other threads finish).
-fn dying(pid: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return true;
-    };
+/// What the watchdog sees of the daemon at a look (one read of its `/proc` status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Look {
+    /// SIGKILL pending (the kernel queues it on every thread for any fatal signal), or its
+    /// main thread already gone (a zombie while other threads finish), or no status at all.
+    dying: bool,
+    /// Stopped by SIGSTOP (`T`) or by a debugger (`t`).
+    stopped: bool,
+}
+
+fn look(pid: i32) -> Look {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(status) => parse_status(&status),
+        Err(_) => Look {
+            dying: true,
+            stopped: false,
+        },
+    }
+}
+
+fn parse_status(status: &str) -> Look {
     let sigkill = 1u64 << (libc::SIGKILL - 1);
-    status.lines().any(|l| {
+    let mut seen = Look {
+        dying: false,
+        stopped: false,
+    };
+    for l in status.lines() {
         let (key, val) = l.split_once(':').unwrap_or((l, ""));
         let val = val.trim();
         match key {
-            "State" => val.starts_with('Z') || val.starts_with('X'),
-            "SigPnd" | "ShdPnd" => u64::from_str_radix(val, 16).is_ok_and(|m| m & sigkill != 0),
-            _ => false,
+            "State" => {
+                seen.dying |= val.starts_with('Z') || val.starts_with('X');
+                seen.stopped |= val.starts_with('T') || val.starts_with('t');
+            }
+            "SigPnd" | "ShdPnd" => {
+                seen.dying |= u64::from_str_radix(val, 16).is_ok_and(|m| m & sigkill != 0);
+            }
+            _ => {}
         }
-    })
+    }
+    seen
 }
 
 /// The child: wait for the pipe to close, then undo the journal. Never returns.
@@ -104,6 +129,7 @@ fn watch(rd: OwnedFd, journal: Journal, daemon: i32) -> ! {
     let _ = sched::set_attr(0, &SchedAttr::fifo(WATCHDOG_PRIORITY));
     let mut buf = [0u8; 64];
     let mut demoted = false;
+    let mut released = false;
     loop {
         let mut pfd = libc::pollfd {
             fd: rd.as_raw_fd(),
@@ -113,11 +139,27 @@ fn watch(rd: OwnedFd, journal: Journal, daemon: i32) -> ! {
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut pfd, 1, DYING_POLL_MS) };
         if r == 0 {
-            if !demoted && dying(daemon) {
+            let seen = look(daemon);
+            if !demoted && seen.dying {
                 demoted = true;
                 if let Ok(n) = journal.restore_sched() {
                     eprintln!("rtbox-watchdog: daemon dying; scheduling of {n} threads restored");
                 }
+            }
+            // Stopped (SIGSTOP, a debugger, a job control stop it could not catch), the daemon
+            // neither stops nor restarts its members: they would run at their band for up to
+            // 0.95 of a CPU, above everything below it, or stay frozen. Each gets its own
+            // scheduling back and is thawed, once per stop; the daemon, continued, finds
+            // them changed and puts its boxes back in force at its next steps.
+            match (released, seen.stopped) {
+                (false, true) => {
+                    released = true;
+                    if let Ok(n) = journal.release_stopped() {
+                        eprintln!("rtbox-watchdog: daemon stopped; {n} threads given their own scheduling back and thawed until it continues");
+                    }
+                }
+                (true, false) => released = false,
+                _ => {}
             }
             continue;
         }
@@ -160,4 +202,62 @@ fn watch(rd: OwnedFd, journal: Journal, daemon: i32) -> ! {
     };
     // SAFETY: leave without running the parent's atexit handlers or destructors.
     unsafe { libc::_exit(code) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_is_seen_dying_or_stopped_from_its_status() {
+        let st = |state: &str, pending: &str| {
+            parse_status(&format!(
+                "Name:\trtbox\nState:\t{state}\nSigPnd:\t{pending}\nShdPnd:\t0000000000000000\n"
+            ))
+        };
+        let quiet = "0000000000000000";
+        assert_eq!(
+            st("S (sleeping)", quiet),
+            Look {
+                dying: false,
+                stopped: false
+            }
+        );
+        assert_eq!(
+            st("T (stopped)", quiet),
+            Look {
+                dying: false,
+                stopped: true
+            }
+        );
+        assert_eq!(
+            st("t (tracing stop)", quiet),
+            Look {
+                dying: false,
+                stopped: true
+            }
+        );
+        assert_eq!(
+            st("Z (zombie)", quiet),
+            Look {
+                dying: true,
+                stopped: false
+            }
+        );
+        // SIGKILL is signal 9: bit 8.
+        assert_eq!(
+            st("R (running)", "0000000000000100"),
+            Look {
+                dying: true,
+                stopped: false
+            }
+        );
+        assert_eq!(
+            st("R (running)", "0000000000000080"),
+            Look {
+                dying: false,
+                stopped: false
+            }
+        );
+    }
 }

@@ -61,6 +61,19 @@ impl Runtime {
         self.ahead.clear();
     }
 
+    /// The daemon was stopped (SIGSTOP, a debugger) and continued. Meanwhile its watchdog gave
+    /// every member its own scheduling back and thawed it, so what the members ran was not
+    /// their boxes' reservation: charged now, it would throttle a box for as long again (a
+    /// member that ran 2 s of a 0.2 box's time got 0.007 CPU for the next 10 s). The backstop's
+    /// plans are withdrawn, every member's charge restarts from its clock now, and every member
+    /// is placed again at once.
+    pub fn resume_after_stop(&mut self) {
+        let now = self.now();
+        let _ = self.guard.withdraw(now);
+        self.ahead.clear();
+        self.members.take_back_after_stop();
+    }
+
     /// Short steps taken so far (figures).
     pub fn short_steps(&self) -> u64 {
         self.loop_usage.short_steps

@@ -1169,6 +1169,33 @@ impl Members {
         self.check_resting_unchanged(mono);
     }
 
+    /// After the daemon was stopped and continued (`Runtime::resume_after_stop`): every stop
+    /// group thawed (the watchdog did it, unless it could not), every charge restarted from
+    /// the member's clock now, and every member taken as changed by another program (policy,
+    /// CPUs, thawed), so the next decision puts it back in full.
+    pub fn take_back_after_stop(&mut self) {
+        for (tid, m) in self.by_tid.iter_mut() {
+            if let Some(dir) = self.stops.dir(*tid) {
+                let _ = rtbox_linux::stopgroup::freeze(dir, false);
+            }
+            m.charge = MemberCharge::new(m.clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
+            m.stopped_ran = 0;
+            m.thawed_at = None;
+            m.frozen_asleep = false;
+            m.drift_mark = None;
+            if let Some(a) = m.applied.as_mut() {
+                *a = Applied {
+                    attr: SchedAttr::other(0),
+                    cpus: Vec::new(),
+                    frozen: false,
+                };
+            }
+        }
+        self.changes += 1;
+        self.unplaced = true;
+        self.rest.stale();
+    }
+
     /// Members that ran while stopped wait for [`Members::check_stop_groups`].
     pub fn escaped(&self) -> bool {
         !self.escaped.is_empty()
