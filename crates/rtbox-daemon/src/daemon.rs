@@ -409,6 +409,13 @@ pub fn run(cfg: DaemonConfig) -> Result<(), DaemonError> {
         .map(crate::metricshttp::MetricsServer::bind)
         .transpose()
         .map_err(DaemonError::Metrics)?;
+    match rtbox_linux::raise_open_files() {
+        Ok((before, after)) if after > before => {
+            tracing::debug!(before, after, "open files limit raised")
+        }
+        Ok((_, limit)) => tracing::debug!(limit, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "open files limit not raised"),
+    }
     // The watchdog first, while this process has a single thread.
     let _watchdog = Watchdog::spawn(cfg.state_file.clone()).map_err(DaemonError::Linux)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -390,6 +390,18 @@ fn drive(rt: &mut Runtime, d: Duration) {
     }
 }
 
+/// Steps the runtime for `d` and sleeps between steps as the daemon's loop does (woken by the
+/// sensor, a watched member, process events or a backstop stop).
+fn run_loop(rt: &mut Runtime, d: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        let now = rt.now();
+        rt.step(now);
+        let next = rt.next_wakeup(now);
+        rt.wait_until(next);
+    }
+}
+
 /// Issue 5, item 3: when the loop cannot run (the kernel's fair server stalled it for 53 ms in
 /// the isolation experiment), the per-CPU backstop stops a member at its planned exhaustion; a
 /// hog alone on its CPU would otherwise run the whole stall (measured without the backstop:
@@ -717,22 +729,12 @@ fn with_perf_a_watched_sleeper_that_wakes_is_stopped_at_once() {
     let napper_pid = napper.id() as i32;
     rt.attach("A", Target::Pid(napper_pid))
         .expect("attach napper");
-    // The loop's own sleep: woken by the watch when a watched member runs.
-    let run = |rt: &mut Runtime, d: Duration| {
-        let t0 = Instant::now();
-        while t0.elapsed() < d {
-            let now = rt.now();
-            rt.step(now);
-            let next = rt.next_wakeup(now);
-            rt.wait_until(next);
-        }
-    };
-    run(&mut rt, Duration::from_millis(500));
+    run_loop(&mut rt, Duration::from_millis(500));
     // The hog and the napper, by the kernel.
     let hog_pid = hog.pid();
     let box_ns = || schedstat_ns(hog_pid) + schedstat_ns(napper_pid);
     let (b0, t0) = (box_ns(), Instant::now());
-    run(&mut rt, Duration::from_millis(1500));
+    run_loop(&mut rt, Duration::from_millis(1500));
     let share = box_ns().saturating_sub(b0) as f64 / t0.elapsed().as_nanos() as f64;
     let watching = rt.perf_watching();
     rt.shutdown();
@@ -810,20 +812,11 @@ fn a_member_that_execs_from_another_thread_stays_boxed_and_is_restored() {
             std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup"),
         );
         assert_eq!(rt.attach("A", Target::Pid(pid)).expect("attach"), 2);
-        let run = |rt: &mut Runtime, d: Duration| {
-            let t0 = Instant::now();
-            while t0.elapsed() < d {
-                let now = rt.now();
-                rt.step(now);
-                let next = rt.next_wakeup(now);
-                rt.wait_until(next);
-            }
-        };
         // The exec at 0.4 s; measured from 0.7 s on.
-        run(&mut rt, Duration::from_millis(700));
+        run_loop(&mut rt, Duration::from_millis(700));
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
         let (c0, t1) = (schedstat_ns(pid), Instant::now());
-        run(&mut rt, Duration::from_millis(1500));
+        run_loop(&mut rt, Duration::from_millis(1500));
         let share = schedstat_ns(pid).saturating_sub(c0) as f64 / t1.elapsed().as_nanos() as f64;
         let members = rt.member_tids("A");
         rt.shutdown();
@@ -882,20 +875,11 @@ fn a_member_moved_to_another_cgroup_is_stopped_there() {
     let hog = spawn_hog().expect("hog");
     let pid = hog.pid();
     rt.attach("A", Target::Pid(pid)).expect("attach");
-    let run = |rt: &mut Runtime, d: Duration| {
-        let t0 = Instant::now();
-        while t0.elapsed() < d {
-            let now = rt.now();
-            rt.step(now);
-            let next = rt.next_wakeup(now);
-            rt.wait_until(next);
-        }
-    };
-    run(&mut rt, Duration::from_millis(300));
+    run_loop(&mut rt, Duration::from_millis(300));
     std::fs::write(elsewhere.join("cgroup.procs"), pid.to_string()).expect("move the hog");
-    run(&mut rt, Duration::from_millis(300));
+    run_loop(&mut rt, Duration::from_millis(300));
     let (c0, t0) = (schedstat_ns(pid), Instant::now());
-    run(&mut rt, Duration::from_millis(1500));
+    run_loop(&mut rt, Duration::from_millis(1500));
     let share = schedstat_ns(pid).saturating_sub(c0) as f64 / t0.elapsed().as_nanos() as f64;
     let managed = rtbox_linux::cgroup::thread_cgroups(pid)
         .expect("cgroups")

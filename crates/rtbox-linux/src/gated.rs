@@ -39,7 +39,9 @@ impl GatedChild {
         }
         // SAFETY: both descriptors were just created and are owned here.
         let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: the child only calls async-signal-safe functions (close, read, execvp, _exit).
+        let open_files = crate::open_files_before();
+        // SAFETY: the child only calls async-signal-safe functions (close, read, getrlimit,
+        // setrlimit, execvp, _exit).
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(LinuxError::io("fork", std::io::Error::last_os_error()));
@@ -57,6 +59,17 @@ impl GatedChild {
                 };
                 if n != 1 || b != b'g' {
                     libc::_exit(CANCELLED);
+                }
+                // The command gets the limit of open files the daemon was started with.
+                if let Some(soft) = open_files {
+                    let mut lim = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                        lim.rlim_cur = soft.min(lim.rlim_max);
+                        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                    }
                 }
                 libc::execvp(ptrs[0], ptrs.as_ptr());
                 libc::_exit(127);

@@ -12,8 +12,7 @@ use std::path::Path;
 use crate::sched::{self, SchedAttr, SCHED_DEADLINE, SCHED_FIFO, SCHED_RR};
 use crate::LinuxError;
 
-/// `PF_KTHREAD` in a task's flags (include/linux/sched.h).
-const PF_KTHREAD: u64 = 0x0020_0000;
+use crate::procfs::PF_KTHREAD;
 
 /// What a real-time thread of the host is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -53,6 +53,39 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Raises this process's soft limit of open files to its hard limit; returns (before, after).
+/// The daemon keeps a few descriptors per member (its stat and schedstat files, with perf its
+/// clock and switch watch): at the usual soft limit of 1024, a few hundred members exhausted
+/// it, and a member whose clock could not be opened joined uncharged.
+pub fn raise_open_files() -> Result<(u64, u64), LinuxError> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let err = |op, e: nix::errno::Errno| LinuxError::Syscall {
+        op,
+        tid: 0,
+        errno: e as i32,
+    };
+    let (soft, hard) =
+        getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| err("getrlimit(RLIMIT_NOFILE)", e))?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+            .map_err(|e| err("setrlimit(RLIMIT_NOFILE)", e))?;
+        OPEN_FILES_BEFORE.store(soft, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok((soft, hard.max(soft)))
+}
+
+/// The soft limit of open files before [`raise_open_files`] raised it (0: not raised): the
+/// commands the daemon starts get it back (`gated`), as they would have had without rtbox.
+static OPEN_FILES_BEFORE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// [`OPEN_FILES_BEFORE`], if the limit was raised.
+pub(crate) fn open_files_before() -> Option<u64> {
+    match OPEN_FILES_BEFORE.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        n => Some(n),
+    }
+}
+
 /// A clock's reading in nanoseconds.
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -93,5 +126,40 @@ pub fn sleep_until(deadline_ns: u64) {
         if r != libc::EINTR {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
+    /// The daemon raises its soft limit of open files to the hard one, and remembers the
+    /// soft limit it had for the commands it starts.
+    #[test]
+    fn the_open_files_limit_is_raised_to_the_hard_one() {
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+        let low = hard.min(512);
+        setrlimit(Resource::RLIMIT_NOFILE, low, hard).expect("lower the soft limit");
+        let (before, after) = super::raise_open_files().expect("raise");
+        assert_eq!((before, after), (low, hard));
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap(), (hard, hard));
+        if low < hard {
+            assert_eq!(super::open_files_before(), Some(low));
+            // A command the daemon starts has the soft limit the daemon was started with.
+            let out = std::env::temp_dir().join(format!("rtbox-nofile-{}", std::process::id()));
+            let cmd = format!("ulimit -Sn > {}", out.display());
+            let child =
+                crate::gated::GatedChild::spawn(&["sh".into(), "-c".into(), cmd]).expect("spawn");
+            let pid = child.release();
+            assert_eq!(crate::gated::wait_exit_code(pid).expect("wait"), 0);
+            let seen = std::fs::read_to_string(&out).expect("the command's limit");
+            let _ = std::fs::remove_file(&out);
+            assert_eq!(
+                seen.trim(),
+                low.to_string(),
+                "the command kept the raised limit"
+            );
+        }
+        setrlimit(Resource::RLIMIT_NOFILE, soft, hard).expect("put the soft limit back");
     }
 }

@@ -14,12 +14,22 @@ pub struct Stat {
     /// Start time in clock ticks since boot: (tid, starttime) names a thread uniquely even when
     /// tids are reused.
     pub starttime: u64,
+    /// The kernel's `PF_*` flags of the task.
+    pub flags: u64,
 }
+
+/// `PF_KTHREAD` in a task's flags (include/linux/sched.h).
+pub const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl Stat {
     /// Whether the thread wants a CPU now.
     pub fn runnable(&self) -> bool {
         self.state == 'R'
+    }
+
+    /// Whether it is a kernel thread.
+    pub fn kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
     }
 }
 
@@ -27,11 +37,13 @@ impl Stat {
 pub fn parse_stat(text: &str) -> Option<Stat> {
     let close = text.rfind(')')?;
     let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
-    // rest[0] = state (field 3), rest[1] = ppid (4), rest[19] = starttime (22).
+    // rest[0] = state (field 3), rest[1] = ppid (4), rest[6] = flags (9), rest[19] = starttime
+    // (22).
     Some(Stat {
         state: rest.first()?.chars().next()?,
         ppid: rest.get(1)?.parse().ok()?,
         starttime: rest.get(19)?.parse().ok()?,
+        flags: rest.get(6)?.parse().ok()?,
     })
 }
 
@@ -281,6 +293,11 @@ mod tests {
         assert_eq!(st.state, 'R');
         assert_eq!(st.ppid, 7);
         assert_eq!(st.starttime, 12345);
+        assert_eq!(st.flags, 4194560);
+        assert!(!st.kernel_thread());
+        // migration/0's flags (above): a kernel thread.
+        let k = "18 (migration/0) S 2 0 0 0 -1 69238848 0 0 0 0 0 0 0 0 -100 0 1 0 14 0 0";
+        assert!(parse_stat(k).unwrap().kernel_thread());
         assert!(parse_stat("1 (x) R").is_none());
     }
 

@@ -35,6 +35,11 @@ pub enum RuntimeError {
     },
     /// The daemon's own process cannot be a member.
     AttachSelf,
+    /// A kernel thread cannot be a member: the cgroup freezer does not stop kernel threads,
+    /// so its box could not be enforced.
+    KernelThread {
+        pid: i32,
+    },
     /// A detach names none, or more than one, of pid, cgroup and box.
     DetachWhat,
     /// A box definition is invalid.
@@ -90,6 +95,10 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::NotAttached { target } => write!(f, "{target} is not attached"),
             RuntimeError::AttachSelf => write!(f, "cannot attach the daemon itself"),
+            RuntimeError::KernelThread { pid } => write!(
+                f,
+                "pid {pid} is a kernel thread: rtbox cannot stop kernel threads (the cgroup freezer leaves them running), so it does not take them"
+            ),
             RuntimeError::DetachWhat => write!(f, "detach: give exactly one of pid, cgroup, box"),
             RuntimeError::Model(e) => write!(f, "invalid: {e}"),
             RuntimeError::UnknownCpu(e) => write!(f, "refused: {e}"),

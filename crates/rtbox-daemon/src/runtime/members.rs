@@ -640,6 +640,9 @@ impl Members {
             if pid as u32 == std::process::id() {
                 return Err(RuntimeError::AttachSelf);
             }
+            if procfs::stat(pid).is_ok_and(|s| s.kernel_thread()) {
+                return Err(RuntimeError::KernelThread { pid });
+            }
         }
         let mut n = self.add_threads(sched, box_name, &tids);
         // Threads made while the first list was taken and registered had no member parent the
@@ -708,13 +711,26 @@ impl Members {
         let mut fresh = Vec::new();
         let mut renamed = 0;
         for &tid in tids {
-            if self.by_tid.contains_key(&tid) {
+            // Kernel threads (in an attached cgroup) cannot be stopped: not taken.
+            if self.by_tid.contains_key(&tid) || procfs::stat(tid).is_ok_and(|s| s.kernel_thread())
+            {
                 continue;
             }
             match ThreadSnapshot::capture(tid) {
                 Ok(s) => match self.replaced_by_exec(&s) {
                     Some(old) => renamed += usize::from(self.rename(old, tid)),
-                    None => fresh.push(s),
+                    // A member is charged through its clock: one without is not taken (it
+                    // would run at its box's band, charged nothing), and stays as it is.
+                    None => match MemberClock::open(
+                        tid,
+                        self.sensor.as_ref(),
+                        self.switch_watch.is_some(),
+                    ) {
+                        Ok(c) => fresh.push((s, c)),
+                        Err(e) => {
+                            tracing::warn!(tid, box_name, error = %e, "thread not taken: its CPU clock cannot be opened")
+                        }
+                    },
                 },
                 Err(e) if e.is_gone() => {}
                 Err(e) => tracing::warn!(tid, error = %e, "attach: cannot record thread"),
@@ -726,7 +742,7 @@ impl Members {
         let mut new_pids = Vec::new();
         let want = rtgrants::want_us(sched, box_name);
         let granted: BTreeSet<String> = self.jstate.rt_grants.keys().cloned().collect();
-        for s in &fresh {
+        for (s, _) in &fresh {
             if !self.jstate.processes.contains_key(&s.pid) && !self.procs.contains_key(&s.pid) {
                 // Processes are never moved: only their threads, inside their own cgroups.
                 self.jstate.processes.insert(
@@ -755,7 +771,7 @@ impl Members {
             for g in &new_grants {
                 self.jstate.rt_grants.remove(g);
             }
-            for s in &fresh {
+            for (s, _) in &fresh {
                 self.jstate.threads.remove(&s.tid);
                 self.jstate.groups.remove(&s.tid);
                 self.rt
@@ -770,19 +786,12 @@ impl Members {
             .apply(&self.layout, &new_grants, &mut self.jstate.rt_grants);
         let n = fresh.len();
         self.unplaced = true;
-        for s in fresh {
+        for (s, clock) in fresh {
             let tid = s.tid;
             self.stops.make(&self.layout, tid, &mut self.jstate.groups);
             let local_prio = localprio::local_priority(&s.attr);
             let task = register(sched, tid, box_name, local_prio);
-            let clock =
-                match MemberClock::open(tid, self.sensor.as_ref(), self.switch_watch.is_some()) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        tracing::warn!(tid, error = %e, "member clock unavailable");
-                        None
-                    }
-                };
+            let clock = Some(clock);
             let charge = MemberCharge::new(clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
             tracing::debug!(tid, pid = s.pid, box_name, "member joined");
             self.changes += 1;
@@ -1869,6 +1878,15 @@ mod tests {
             m.attach(&mut sched, "A", cg),
             Err(RuntimeError::Linux(_))
         ));
+        // kthreadd (pid 2): the freezer cannot stop a kernel thread.
+        if procfs::stat(2).is_ok_and(|s| s.kernel_thread()) {
+            assert!(matches!(
+                m.attach(&mut sched, "A", Target::Pid(2)),
+                Err(RuntimeError::KernelThread { pid: 2 })
+            ));
+        } else {
+            eprintln!("kernel thread case skipped: pid 2 is not kthreadd here (a pid namespace)");
+        }
         assert!(m.by_tid.is_empty() && m.attachments.is_empty());
         assert_eq!(sched.task_count(), 0, "no task registered");
         assert!(!m.unplaced);
