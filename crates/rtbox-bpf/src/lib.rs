@@ -61,8 +61,8 @@ pub enum Event {
     ServerIdle { server: u32, tid: u32 },
     /// A member (`parent` tid) created thread `tid` of process `pid`.
     Fork { tid: u32, pid: u32, parent: u32 },
-    /// Member thread `tid` of process `pid` exits.
-    Exit { tid: u32, pid: u32 },
+    /// Member thread `tid` of process `pid`, registered in `slot`, exits.
+    Exit { tid: u32, pid: u32, slot: u32 },
     /// Member thread `old` of process `pid`, not its leader, called exec: it is now thread
     /// `tid` (the leader's tid; the leader and every other thread exited).
     Exec { tid: u32, pid: u32, old: u32 },
@@ -85,7 +85,11 @@ impl Event {
                 pid,
                 parent: arg,
             }),
-            4 => Some(Event::Exit { tid, pid }),
+            4 => Some(Event::Exit {
+                tid,
+                pid,
+                slot: arg,
+            }),
             5 => Some(Event::Exec { tid, pid, old: arg }),
             _ => None,
         }
@@ -232,6 +236,11 @@ impl Registration {
 
     pub fn tid(&self) -> u32 {
         self.tid
+    }
+
+    /// Its slot in the program's table (named by its exit event).
+    pub fn slot(&self) -> u32 {
+        self.slot
     }
 }
 

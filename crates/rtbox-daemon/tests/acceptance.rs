@@ -766,6 +766,7 @@ fn a_member_that_execs_from_another_thread_stays_boxed_and_is_restored() {
         return;
     };
     use rtbox_daemon::runtime::sensor::{SensorChoice, SensorKind};
+    let _loop = AsLoop::raise();
     for sensor in [SensorChoice::Bpf, SensorChoice::Perf] {
         let opts = RuntimeOptions {
             state_file: state_file("exec"),

@@ -264,7 +264,9 @@ int BPF_PROG(rtbox_exit, struct task_struct *p)
 	/* The exit is reported whether or not a stop is in force. */
 	f->quiet = 0;
 	settle(f, 0, tid);
-	emit(RTBOX_EV_EXIT, tid, BPF_CORE_READ(p, tgid), 0);
+	/* With its slot: a tid's exit may be reported after the loop moved the member of another
+	 * thread to that tid (an exec by a thread other than the leader). */
+	emit(RTBOX_EV_EXIT, tid, BPF_CORE_READ(p, tgid), slot);
 	return 0;
 }
 

@@ -142,6 +142,9 @@ pub struct Member {
     pub freeze: Option<Arc<std::fs::File>>,
     /// CPU time charged to it while it was stopped, since its stop (see [`ESCAPE`]).
     stopped_ran: Nanos,
+    /// It took its leader's tid by an exec that the proc connector has not reported yet: an
+    /// exit of that tid reported before it is the old leader's, not this member's.
+    exec_pending: bool,
     pub snapshot: ThreadSnapshot,
     /// Its [`MemberClock::idle_mark`] at the last look at its policy and affinity
     /// ([`Members::correct_drift`]) and at the last /proc membership scan ([`Members::scan`]).
@@ -823,6 +826,7 @@ impl Members {
                     joined_policy: localprio::own_policy(&s.attr),
                     freeze: None,
                     stopped_ran: 0,
+                    exec_pending: false,
                     snapshot: s,
                 },
             );
@@ -885,14 +889,28 @@ impl Members {
     /// fs/exec.c); it kept its scheduling policy, affinity and cgroups. So the member goes on
     /// under `new` ([`Members::rename`]); the old leader's member, if still on record, has
     /// exited.
-    pub fn exec_replaced(&mut self, sched: &mut Scheduler, now: Nanos, old: i32, new: i32) {
-        if old == new || !self.by_tid.contains_key(&old) {
-            return;
+    /// `reported`: called for the exec's own report (the sensor's, or the proc connector's);
+    /// else a scan found it first, and the proc connector may still report the old leader's
+    /// exit under `new` ([`Member::exec_pending`]).
+    pub fn exec_replaced(
+        &mut self,
+        sched: &mut Scheduler,
+        now: Nanos,
+        old: i32,
+        new: i32,
+        reported: bool,
+    ) {
+        if old != new && self.by_tid.contains_key(&old) {
+            self.forget_exited(sched, now, new);
+            if !self.rename(old, new) {
+                // Gone too by now.
+                self.forget_exited(sched, now, old);
+            }
         }
-        self.forget_exited(sched, now, new);
-        if !self.rename(old, new) {
-            // Gone too by now.
-            self.forget_exited(sched, now, old);
+        if reported {
+            if let Some(m) = self.by_tid.get_mut(&new) {
+                m.exec_pending = false;
+            }
         }
     }
 
@@ -924,6 +942,7 @@ impl Members {
         self.unplaced = true;
         m.snapshot.tid = new;
         m.snapshot.starttime = st.starttime;
+        m.exec_pending = true;
         m.stat = procfs::StatFile::open(new).ok();
         m.schedstat = procfs::SchedstatFile::open(new).ok();
         if let Some(c) = m.clock.take() {
@@ -1530,7 +1549,7 @@ impl Members {
             .collect();
         for t in dead {
             match self.exec_successor(t) {
-                Some(leader) => self.exec_replaced(sched, now, t, leader),
+                Some(leader) => self.exec_replaced(sched, now, t, leader, false),
                 None => self.forget_exited(sched, now, t),
             }
         }
@@ -1738,12 +1757,18 @@ impl Members {
                 ProcEvent::Exit { tid, .. } => {
                     // A thread that forked and exited between two steps never joined.
                     joins.retain(|(_, t)| *t != tid);
-                    self.forget_exited(sched, now, tid);
+                    // Before the exec's report, an exit of a member's tid is the old
+                    // leader's, whose tid a scan already gave the member (`rename`).
+                    if !self.by_tid.get(&tid).is_some_and(|m| m.exec_pending) {
+                        self.forget_exited(sched, now, tid);
+                    }
                 }
                 ProcEvent::Exec { tid, tgid } => {
-                    if tid == tgid && self.procs.contains_key(&tgid) {
+                    if let Some(m) = self.by_tid.get_mut(&tid).filter(|m| m.exec_pending) {
+                        m.exec_pending = false;
+                    } else if tid == tgid && self.procs.contains_key(&tgid) {
                         if let Some(old) = self.exec_caller(tid) {
-                            self.exec_replaced(sched, now, old, tid);
+                            self.exec_replaced(sched, now, old, tid, true);
                         }
                     }
                 }

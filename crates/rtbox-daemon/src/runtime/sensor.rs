@@ -393,9 +393,19 @@ pub fn take_events(
                     joined = true;
                 }
             }
-            Event::Exit { tid, .. } => members.forget_exited(sched, now, tid as i32),
+            Event::Exit { tid, slot, .. } => {
+                // The exit of the registration the member has now: an older one's (the
+                // leader's, whose tid an exec gave to this member) is not this member's.
+                let tid = tid as i32;
+                let other = members.by_tid.get(&tid).is_some_and(
+                    |m| matches!(&m.clock, Some(MemberClock::Bpf(r)) if r.slot() != slot),
+                );
+                if !other {
+                    members.forget_exited(sched, now, tid);
+                }
+            }
             Event::Exec { tid, old, .. } => {
-                members.exec_replaced(sched, now, old as i32, tid as i32);
+                members.exec_replaced(sched, now, old as i32, tid as i32, true);
             }
             Event::ServerActive { .. } | Event::ServerIdle { .. } => {}
         }
