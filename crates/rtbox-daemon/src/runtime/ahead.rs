@@ -216,8 +216,8 @@ impl Runtime {
             return false;
         }
         self.members.charge(&mut self.sched, now);
-        // A member ran while stopped: the full step looks at its stop group (charged again at
-        // the same instant, it is charged nothing more).
+        // A stopped member's server overran: the full step looks at its stop group (charged
+        // again at the same instant, it is charged nothing more).
         if self.members.escaped() {
             self.ahead.clear();
             return false;

@@ -75,14 +75,17 @@ struct Visit<'a> {
     asleep: AsleepReads,
     /// The perf loop's watch of sleeping members' switches.
     watch: Option<&'a SwitchWatch>,
-    /// Members that ran more than [`ESCAPE`] while stopped: their stop group is looked at.
+    /// Stopped members whose server ran more than [`ESCAPE`] over its budget: their stop
+    /// group is looked at.
     escaped: Vec<i32>,
 }
 
-/// CPU time a stopped member may be charged before its stop group is looked at. A freeze
-/// takes hold within microseconds (the freezer kicks a running thread out of user space); more
-/// than this means the thread is no longer in its group: another process moved it (a process
-/// moved to another v2 cgroup takes its threads along, out of their stop groups, and thawed).
+/// How far a stopped member's server may run over its budget before the member's stop group
+/// is looked at. A freeze takes hold within microseconds (the freezer kicks a running thread
+/// out of user space; overrun per period p99 4-11 us, worst 6-28 us here); more means the
+/// stop did not hold: another program moved the thread out of its group (a process moved to
+/// another v2 cgroup takes its threads along, thawed). Looked at once per stop: a host stall
+/// that overran the server costs one read.
 pub const ESCAPE: Nanos = 2_000_000;
 
 /// How often the /proc membership scan runs when the BPF sensor's events cover membership
@@ -140,8 +143,8 @@ pub struct Member {
     joined_policy: (u32, u32),
     /// Its freeze group's `cgroup.freeze`, opened at the first stop and kept.
     pub freeze: Option<Arc<std::fs::File>>,
-    /// CPU time charged to it while it was stopped, since its stop (see [`ESCAPE`]).
-    stopped_ran: Nanos,
+    /// Its stop group was looked at during this stop (see [`ESCAPE`]).
+    escape_looked: bool,
     /// It took its leader's tid by an exec that the proc connector has not reported yet: an
     /// exit of that tid reported before it is the old leader's, not this member's.
     exec_pending: bool,
@@ -301,16 +304,19 @@ fn charge_one(
     mono: u64,
     visit: &mut Visit<'_>,
 ) {
-    let (stopped, before) = (m.frozen(), m.charge.last());
+    let stopped = m.frozen();
     charge_member(tid, m, sched, now, mono, visit);
-    if stopped && m.frozen() {
-        m.stopped_ran += m.charge.last().saturating_sub(before);
-        if m.stopped_ran > ESCAPE {
-            m.stopped_ran = 0;
+    if !(stopped && m.frozen()) {
+        m.escape_looked = false;
+    } else if !m.escape_looked {
+        let overrun = m
+            .charge_to
+            .or(m.last_server)
+            .is_some_and(|s| sched.server(s).runtime < -(ESCAPE as i64));
+        if overrun {
+            m.escape_looked = true;
             visit.escaped.push(tid);
         }
-    } else {
-        m.stopped_ran = 0;
     }
 }
 
@@ -553,7 +559,8 @@ pub struct Members {
     pub switch_watch: Option<SwitchWatch>,
     /// The watch woke the loop (a watched member ran): the step looks at every resting one.
     pub watch_woke: bool,
-    /// Members that ran while stopped (see [`ESCAPE`]), looked at after the step's charge.
+    /// Stopped members whose server overran (see [`ESCAPE`]), looked at after the step's
+    /// charge.
     escaped: Vec<i32>,
 }
 
@@ -825,7 +832,7 @@ impl Members {
                     proc_mark: None,
                     joined_policy: localprio::own_policy(&s.attr),
                     freeze: None,
-                    stopped_ran: 0,
+                    escape_looked: false,
                     exec_pending: false,
                     snapshot: s,
                 },
@@ -1207,7 +1214,7 @@ impl Members {
                 let _ = rtbox_linux::stopgroup::freeze(dir, false);
             }
             m.charge = MemberCharge::new(m.clock.as_ref().and_then(|c| c.read().ok()).unwrap_or(0));
-            m.stopped_ran = 0;
+            m.escape_looked = false;
             m.thawed_at = None;
             m.frozen_asleep = false;
             m.drift_mark = None;
@@ -1224,12 +1231,12 @@ impl Members {
         self.rest.stale();
     }
 
-    /// Members that ran while stopped wait for [`Members::check_stop_groups`].
+    /// Stopped members whose server overran wait for [`Members::check_stop_groups`].
     pub fn escaped(&self) -> bool {
         !self.escaped.is_empty()
     }
 
-    /// Members that ran while stopped (see [`ESCAPE`]): one that is no longer in its stop
+    /// Stopped members whose server overran (see [`ESCAPE`]): one that is no longer in its stop
     /// group, because another process moved it to another v2 cgroup, gets a new group inside
     /// that cgroup (the move was the other process's to make; rtbox follows it, as it leaves
     /// every cgroup choice to its owner), and is placed again at once. Without this the
