@@ -1205,9 +1205,11 @@ impl Members {
     }
 
     /// After the daemon was stopped and continued (`Runtime::resume_after_stop`): every stop
-    /// group thawed (the watchdog did it, unless it could not), every charge restarted from
-    /// the member's clock now, and every member taken as changed by another program (policy,
-    /// CPUs, thawed), so the next decision puts it back in full.
+    /// group thawed (the watchdog did it, unless the stop was shorter than its look), every
+    /// charge restarted from the member's clock now, and every member's policy and CPUs looked
+    /// at by the next step (`correct_drift`): the watchdog gave them back their own, or, after
+    /// a short stop, left rtbox's. Not taken as unknown: a policy read against an unknown one
+    /// is taken for the member's own choice, and rtbox's band would become its rank.
     pub fn take_back_after_stop(&mut self) {
         for (tid, m) in self.by_tid.iter_mut() {
             if let Some(dir) = self.stops.dir(*tid) {
@@ -1219,11 +1221,7 @@ impl Members {
             m.frozen_asleep = false;
             m.drift_mark = None;
             if let Some(a) = m.applied.as_mut() {
-                *a = Applied {
-                    attr: SchedAttr::other(0),
-                    cpus: Vec::new(),
-                    frozen: false,
-                };
+                a.frozen = false;
             }
         }
         self.changes += 1;
