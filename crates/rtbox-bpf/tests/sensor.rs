@@ -313,3 +313,115 @@ fn a_member_registered_running_is_not_charged_its_time_before_the_join() {
     go_tx.send(()).unwrap();
     worker.join().unwrap();
 }
+
+/// A tid registered again while an older registration of it is still held (a backstop's plan
+/// holds clones; the daemon registers again a member whose tid an exec gave it): the map names
+/// the new one, which keeps it when the old one goes, and the member's exit names its slot.
+#[test]
+fn a_tid_registered_again_keeps_its_entry_when_the_old_registration_goes() {
+    let Some(sensor) = sensor_or_skip("sensor test") else {
+        return;
+    };
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+    let worker = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        go_rx.recv().unwrap();
+        spin(Duration::from_millis(20));
+        go_rx.recv().unwrap();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let old = Registration::new(&sensor, tid, 3, schedstat_ns(tid), false).unwrap();
+    let new = Registration::new(&sensor, tid, 3, schedstat_ns(tid), false).unwrap();
+    assert_ne!(old.slot(), new.slot());
+    drop(old);
+    assert_eq!(sensor.len(), 1);
+    go_tx.send(()).unwrap();
+    let t0 = Instant::now();
+    while new.read(now_ns()).runtime_ns < 20_000_000 && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(10));
+    let r = new.read(now_ns());
+    assert!(
+        r.runtime_ns >= 20_000_000,
+        "the new registration was not kept up: {r:?}"
+    );
+    assert_eq!(r.runtime_ns, schedstat_ns(tid));
+    go_tx.send(()).unwrap();
+    worker.join().unwrap();
+    let mut seen = Vec::new();
+    let slot = new.slot();
+    assert!(
+        wait_for(
+            &sensor,
+            &mut seen,
+            |e| matches!(e, Event::Exit { tid: t, slot: s, .. } if *t == tid && *s == slot)
+        ),
+        "no Exit of {tid} naming slot {slot}: {seen:?}"
+    );
+}
+
+/// A thread other than its process's leader that calls exec takes the leader's tid: the
+/// program reports it with the old tid, after the leader's exit.
+#[test]
+fn an_exec_by_another_thread_is_reported_with_its_old_tid() {
+    let Some(sensor) = sensor_or_skip("sensor test") else {
+        return;
+    };
+    let mut child = match std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os, threading, time\n\
+             def go():\n    time.sleep(0.3)\n    os.execv('/bin/sleep', ['sleep', '1'])\n\
+             t = threading.Thread(target=go); t.start(); t.join()",
+        ])
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => panic!("python3 (installed by scripts/setup.sh): {e}"),
+    };
+    let pid = child.id();
+    let threads = || -> Vec<u32> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let t0 = Instant::now();
+    while threads().len() < 2 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let other = threads()
+        .into_iter()
+        .find(|&t| t != pid)
+        .expect("the second thread");
+    let stat = |t: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{t}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let leader = Registration::new(&sensor, pid, 1, stat(pid), false).unwrap();
+    let caller = Registration::new(&sensor, other, 1, stat(other), false).unwrap();
+    let mut seen = Vec::new();
+    let reported = wait_for(
+        &sensor,
+        &mut seen,
+        |e| matches!(e, Event::Exec { tid, old, .. } if *tid == pid && *old == other),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(reported, "no Exec of {other} as {pid}: {seen:?}");
+    let exit = seen.iter().position(
+        |e| matches!(e, Event::Exit { tid, slot, .. } if *tid == pid && *slot == leader.slot()),
+    );
+    let exec = seen.iter().position(|e| matches!(e, Event::Exec { .. }));
+    assert!(
+        exit.is_some() && exit < exec,
+        "the leader's exit not before the exec: {seen:?}"
+    );
+    drop(caller);
+}
