@@ -51,6 +51,15 @@ pub struct RestoreReport {
 }
 
 impl JournalState {
+    /// Every thread's own policy, priority and affinity back (no cgroup moves); how many got
+    /// them back.
+    fn restore_sched_all(&self) -> usize {
+        self.threads
+            .values()
+            .filter(|t| matches!(t.restore_sched(), Ok(Restored::Done)))
+            .count()
+    }
+
     pub fn new(layout: Layout) -> Self {
         JournalState {
             layout,
@@ -237,14 +246,7 @@ impl Journal {
     /// rest (cgroups, the file) for [`Journal::repair`]. For a daemon that is dying but not yet
     /// dead; returns how many threads were restored.
     pub fn restore_sched(&self) -> Result<usize, LinuxError> {
-        let Some(state) = self.load()? else {
-            return Ok(0);
-        };
-        Ok(state
-            .threads
-            .values()
-            .filter(|t| matches!(t.restore_sched(), Ok(Restored::Done)))
-            .count())
+        Ok(self.load()?.map_or(0, |state| state.restore_sched_all()))
     }
 
     /// The daemon is stopped: every thread gets its own scheduling back (as
@@ -260,11 +262,7 @@ impl Journal {
                 let _ = crate::stopgroup::freeze(&dir, false);
             }
         }
-        Ok(state
-            .threads
-            .values()
-            .filter(|t| matches!(t.restore_sched(), Ok(Restored::Done)))
-            .count())
+        Ok(state.restore_sched_all())
     }
 
     /// Undo a leftover journal (a crashed daemon's) and remove it. `Ok(None)`: nothing left.

@@ -76,8 +76,8 @@ struct Visit<'a> {
     /// The perf loop's watch of sleeping members' switches.
     watch: Option<&'a SwitchWatch>,
     /// Stopped members whose server ran more than [`ESCAPE`] over its budget: their stop
-    /// group is looked at.
-    escaped: Vec<i32>,
+    /// group is looked at ([`Members::check_stop_groups`]).
+    escaped: &'a mut Vec<i32>,
 }
 
 /// How far a stopped member's server may run over its budget before the member's stop group
@@ -982,13 +982,17 @@ impl Members {
         if s.tid != s.pid {
             return None;
         }
-        let owner = s
-            .cgroups
-            .v2
-            .as_deref()
-            .and_then(rtbox_linux::stopgroup::owner_of)?;
+        let owner = self.group_owner_in(s.pid, s.cgroups.v2.as_deref())?;
+        (!self.by_tid[&owner].snapshot.alive()).then_some(owner)
+    }
+
+    /// The member of process `pid`, other than its leader, whose stop group the v2 cgroup
+    /// `v2` (the leader tid's) is: a thread that took the leader's tid by an exec keeps its
+    /// cgroups, its own stop group among them.
+    fn group_owner_in(&self, pid: i32, v2: Option<&str>) -> Option<i32> {
+        let owner = v2.and_then(rtbox_linux::stopgroup::owner_of)?;
         let m = self.by_tid.get(&owner)?;
-        (owner != s.tid && m.pid == s.pid && !m.snapshot.alive()).then_some(owner)
+        (owner != pid && m.pid == pid).then_some(owner)
     }
 
     /// Processes without members leave their freeze group and the journal.
@@ -1128,7 +1132,7 @@ impl Members {
             own_change: &mut self.own_change,
             asleep: AsleepReads::new(ASLEEP_READS),
             watch: self.switch_watch.as_ref(),
-            escaped: Vec::new(),
+            escaped: &mut self.escaped,
         };
         let from = self.asleep_turn;
         for (tid, m) in self.by_tid.range_mut(from..) {
@@ -1140,7 +1144,6 @@ impl Members {
         if let Some(t) = visit.asleep.last {
             self.asleep_turn = t + 1;
         }
-        self.escaped.append(&mut visit.escaped);
     }
 
     /// Charges `tids` alone at core time `at`: members the backstop froze at `at`, whose
@@ -1151,14 +1154,13 @@ impl Members {
             own_change: &mut self.own_change,
             asleep: AsleepReads::new(usize::MAX),
             watch: self.switch_watch.as_ref(),
-            escaped: Vec::new(),
+            escaped: &mut self.escaped,
         };
         for tid in tids {
             if let Some(m) = self.by_tid.get_mut(tid) {
                 charge_one(*tid, m, sched, at, mono, &mut visit);
             }
         }
-        self.escaped.append(&mut visit.escaped);
     }
 
     /// The charge with a fresh rest table: resting members the sensor marked (stirred when
@@ -1174,7 +1176,7 @@ impl Members {
                 usize::MAX
             }),
             watch: self.switch_watch.as_ref(),
-            escaped: Vec::new(),
+            escaped: &mut self.escaped,
         };
         for &tid in dirty {
             let tid = tid as i32;
@@ -1199,7 +1201,6 @@ impl Members {
                 charge_one(*tid, m, sched, now, mono, &mut visit);
             }
         }
-        self.escaped.append(&mut visit.escaped);
         #[cfg(debug_assertions)]
         self.check_resting_unchanged(mono);
     }
@@ -1241,10 +1242,7 @@ impl Members {
     /// member ran free of its box: a hog moved out of a 0.2 box ran at its band, SCHED_FIFO 89,
     /// for 0.95 of its CPU until it left.
     pub fn check_stop_groups(&mut self) {
-        let mut escaped = std::mem::take(&mut self.escaped);
-        escaped.sort_unstable();
-        escaped.dedup();
-        for tid in escaped {
+        for tid in std::mem::take(&mut self.escaped) {
             let Some(Stop::Freeze { group }) = self.stops.get(tid) else {
                 continue;
             };
@@ -1794,8 +1792,8 @@ impl Members {
         if pid == tid {
             return None;
         }
-        let v2 = cgroup::thread_cgroups(pid).ok()?.v2?;
-        (rtbox_linux::stopgroup::owner_of(&v2) == Some(tid)).then_some(pid)
+        let v2 = cgroup::thread_cgroups(pid).ok()?.v2;
+        (self.group_owner_in(pid, v2.as_deref()) == Some(tid)).then_some(pid)
     }
 
     /// Which member of process `pid` called the exec the kernel reported for it (the proc
@@ -1804,8 +1802,12 @@ impl Members {
     /// process. `None` when its leader called it (nothing changed hands).
     fn exec_caller(&self, pid: i32) -> Option<i32> {
         let v2 = cgroup::thread_cgroups(pid).ok()?.v2;
-        if let Some(owner) = v2.as_deref().and_then(rtbox_linux::stopgroup::owner_of) {
-            return (owner != pid && self.by_tid.contains_key(&owner)).then_some(owner);
+        if v2
+            .as_deref()
+            .and_then(rtbox_linux::stopgroup::owner_of)
+            .is_some()
+        {
+            return self.group_owner_in(pid, v2.as_deref());
         }
         let mut others = self
             .by_tid
